@@ -1,0 +1,57 @@
+"""The partitioner's exception hierarchy: every error a user can cause names what to fix."""
+
+from __future__ import annotations
+
+
+class PartitionerError(Exception):
+    """Root of every error the partitioner raises on purpose.
+
+    ``hint`` is an optional sentence telling the user what to do about it.
+    """
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class PartitionInputError(PartitionerError):
+    """The input graph is unreadable or inconsistent (names the file and, for text, the line)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message, hint)
+        self.path = path
+        self.line = line
+
+
+class PartitionOptionError(PartitionerError):
+    """An option is out of range for this graph (e.g. more parts than nodes)."""
+
+
+class PartitionFormatError(PartitionerError):
+    """A partition folder or its JSON config is missing, malformed or of an unknown version."""
+
+
+class ChecksumError(PartitionFormatError):
+    """A partition file does not match the size or checksum recorded in the config."""
+
+
+class OutputExistsError(PartitionerError):
+    """The output already exists and --overwrite was not given."""
+
+
+class BackendUnavailable(PartitionerError):
+    """A partitioning backend (METIS, KaMinPar) could not be loaded."""

@@ -1,0 +1,410 @@
+"""Reading and writing DGL's chunked graph format (``metadata.json`` + edge CSVs + ``.npy``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
+from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
+from .text import check_id_range, parse_edge_columns, write_edge_lines
+
+METADATA_NAMES = ("metadata.json", "meta.json")
+_REQUIRED = (
+    "graph_name",
+    "node_type",
+    "num_nodes_per_chunk",
+    "edge_type",
+    "num_edges_per_chunk",
+    "edges",
+)
+
+
+def _find_metadata(path: str) -> str:
+    if os.path.isdir(path):
+        for name in METADATA_NAMES:
+            candidate = os.path.join(path, name)
+            if os.path.isfile(candidate):
+                return candidate
+        raise PartitionInputError(
+            "folder has no metadata.json",
+            path=path,
+            hint="a chunked graph folder holds metadata.json next to its edge and .npy files",
+        )
+    if not os.path.exists(path):
+        raise PartitionInputError("no such file or folder", path=path)
+    return path
+
+
+def _load_metadata(meta_path: str) -> dict[str, Any]:
+    try:
+        with open(meta_path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise PartitionInputError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", path=meta_path, line=exc.lineno
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PartitionInputError(f"cannot read metadata: {exc}", path=meta_path) from exc
+    if not isinstance(meta, dict):
+        raise PartitionInputError("metadata must be a JSON object", path=meta_path)
+    missing = [key for key in _REQUIRED if key not in meta]
+    if missing:
+        raise PartitionInputError(
+            f"missing key {missing[0]!r}"
+            + (f" (also missing: {', '.join(missing[1:])})" if missing[1:] else ""),
+            path=meta_path,
+            hint=f"chunked metadata needs: {', '.join(_REQUIRED)}",
+        )
+    return meta
+
+
+def _str_list(meta: dict[str, Any], key: str, meta_path: str) -> list[str]:
+    value = meta[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PartitionInputError(f"{key!r} must be a list of non-empty strings", path=meta_path)
+    dupes = sorted({v for v in value if value.count(v) > 1})
+    if dupes:
+        raise PartitionInputError(f"{key!r} lists {dupes[0]!r} more than once", path=meta_path)
+    return value
+
+
+def _chunk_sizes(
+    meta: dict[str, Any], key: str, names: list[str], meta_path: str
+) -> list[list[int]]:
+    """One list of non-negative chunk sizes per type, aligned with ``names``."""
+    value = meta[key]
+    if not isinstance(value, list) or len(value) != len(names):
+        got = len(value) if isinstance(value, list) else type(value).__name__
+        raise PartitionInputError(
+            f"{key!r} must hold one list of chunk sizes per type: {len(names)} expected, got {got}",
+            path=meta_path,
+        )
+    for name, sizes in zip(names, value, strict=True):
+        if not isinstance(sizes, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in sizes
+        ):
+            raise PartitionInputError(
+                f"{key!r} for {name!r} must be a list of non-negative integers (got {sizes!r})",
+                path=meta_path,
+            )
+    return value
+
+
+def _entry(container: Any, key: str, where: str, meta_path: str, kind: type = dict) -> Any:
+    if not isinstance(container, dict) or key not in container:
+        raise PartitionInputError(f"missing key {where}[{key!r}]", path=meta_path)
+    value = container[key]
+    if not isinstance(value, kind):
+        raise PartitionInputError(
+            f"{where}[{key!r}] must be a JSON {'object' if kind is dict else 'list'}",
+            path=meta_path,
+        )
+    return value
+
+
+def _data_files(
+    spec: Any, where: str, expected_format: str, num_chunks: int, base: str, meta_path: str
+) -> tuple[list[str], dict[str, Any]]:
+    """Resolve one ``{"format": ..., "data": [...]}`` entry to existing chunk file paths."""
+    if not isinstance(spec, dict):
+        raise PartitionInputError(f"{where} must be a JSON object", path=meta_path)
+    fmt = _entry(spec, "format", where, meta_path)
+    name = fmt.get("name")
+    if name != expected_format:
+        raise PartitionInputError(
+            f"{where} has format {name!r}; only {expected_format!r} is supported here",
+            path=meta_path,
+        )
+    files = _entry(spec, "data", where, meta_path, list)
+    if len(files) != num_chunks:
+        raise PartitionInputError(
+            f"{where} lists {len(files)} data files but the metadata gives {num_chunks} chunk "
+            f"sizes for it",
+            path=meta_path,
+        )
+    resolved = []
+    for file in files:
+        if not isinstance(file, str) or not file:
+            raise PartitionInputError(f"{where}['data'] must list file paths", path=meta_path)
+        full = file if os.path.isabs(file) else os.path.join(base, file)
+        if not os.path.isfile(full):
+            raise PartitionInputError(
+                f"chunk file listed in {where} is missing",
+                path=full,
+                hint=f"paths are relative to the folder of {meta_path}",
+            )
+        resolved.append(full)
+    return resolved, fmt
+
+
+def _read_features(
+    section: Any,
+    section_name: str,
+    known: dict[str, list[int]],
+    base: str,
+    meta_path: str,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Read node_data / edge_data: type -> feature -> concatenated ``.npy`` chunks."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise PartitionInputError(f"{section_name!r} must be a JSON object", path=meta_path)
+    result: dict[str, dict[str, np.ndarray]] = {}
+    for type_name, feats in section.items():
+        if type_name not in known:
+            raise PartitionInputError(
+                f"{section_name!r} refers to unknown type {type_name!r}; known: "
+                f"{', '.join(known) or 'none'}",
+                path=meta_path,
+            )
+        if not isinstance(feats, dict):
+            raise PartitionInputError(
+                f"{section_name}[{type_name!r}] must map feature names to file lists",
+                path=meta_path,
+            )
+        sizes = known[type_name]
+        result[type_name] = {}
+        for feat, spec in feats.items():
+            where = f"{section_name}[{type_name!r}][{feat!r}]"
+            files, _ = _data_files(spec, where, "numpy", len(sizes), base, meta_path)
+            chunks = []
+            for file, size in zip(files, sizes, strict=True):
+                try:
+                    arr = np.load(file, allow_pickle=False)
+                except (ValueError, OSError, EOFError) as exc:
+                    raise PartitionInputError(
+                        f"not a readable .npy array ({exc})", path=file
+                    ) from exc
+                if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
+                    rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
+                    raise PartitionInputError(
+                        f"feature {type_name}/{feat} chunk has {rows} rows but the metadata "
+                        f"says the chunk has {size}",
+                        path=file,
+                    )
+                chunks.append(arr)
+            if len({(c.dtype, c.shape[1:]) for c in chunks}) > 1:
+                raise PartitionInputError(
+                    f"the chunks of {where} disagree on dtype or row shape", path=meta_path
+                )
+            result[type_name][feat] = np.concatenate(chunks) if len(chunks) != 1 else chunks[0]
+    return result
+
+
+def read_chunked(folder_or_metadata_json: str | os.PathLike) -> Graph:
+    """Read a graph in DGL's chunked format from its folder or its ``metadata.json``.
+
+    Edge chunks are ``src dst`` text lines in per-type node ids; features are one ``.npy`` per
+    chunk in id order. Paths in the metadata are relative to its folder. Raises
+    PartitionInputError naming the metadata or chunk file (and line, for edge lines).
+    """
+    meta_path = _find_metadata(os.fspath(folder_or_metadata_json))
+    base = os.path.dirname(os.path.abspath(meta_path))
+    meta = _load_metadata(meta_path)
+    if not isinstance(meta["graph_name"], str):
+        raise PartitionInputError("'graph_name' must be a string", path=meta_path)
+    ntypes = _str_list(meta, "node_type", meta_path)
+    if not ntypes:
+        raise PartitionInputError("'node_type' lists no node types", path=meta_path)
+    node_chunks = _chunk_sizes(meta, "num_nodes_per_chunk", ntypes, meta_path)
+    num_nodes = {t: int(sum(sizes)) for t, sizes in zip(ntypes, node_chunks, strict=True)}
+
+    etype_names = _str_list(meta, "edge_type", meta_path)
+    etypes: list[CanonicalEtype] = []
+    for key in etype_names:
+        try:
+            etype = parse_etype_key(key)
+        except ValueError as exc:
+            raise PartitionInputError(f"in 'edge_type': {exc}", path=meta_path) from exc
+        for end, ntype in (("source", etype[0]), ("destination", etype[2])):
+            if ntype not in num_nodes:
+                raise PartitionInputError(
+                    f"edge type {key!r} names unknown {end} node type {ntype!r}; "
+                    f"'node_type' lists: {', '.join(ntypes)}",
+                    path=meta_path,
+                )
+        etypes.append(etype)
+    edge_chunks = _chunk_sizes(meta, "num_edges_per_chunk", etype_names, meta_path)
+
+    edges_section = meta["edges"]
+    if not isinstance(edges_section, dict):
+        raise PartitionInputError(
+            "'edges' must be a JSON object keyed by edge type", path=meta_path
+        )
+    unknown = [k for k in edges_section if k not in etype_names]
+    if unknown:
+        raise PartitionInputError(
+            f"'edges' has unknown edge type {unknown[0]!r}; 'edge_type' lists: "
+            f"{', '.join(etype_names) or 'none'}",
+            path=meta_path,
+        )
+    edges: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray]] = {}
+    for key, etype, sizes in zip(etype_names, etypes, edge_chunks, strict=True):
+        spec = _entry(edges_section, key, "edges", meta_path)
+        files, fmt = _data_files(spec, f"edges[{key!r}]", "csv", len(sizes), base, meta_path)
+        delimiter = fmt.get("delimiter", " ")
+        if not isinstance(delimiter, str):
+            raise PartitionInputError(f"edges[{key!r}] delimiter must be a string", path=meta_path)
+        srcs, dsts = [], []
+        for file, size in zip(files, sizes, strict=True):
+            src, dst, _, layout = parse_edge_columns(
+                file, delimiter=delimiter, allow_header=False, read_weight=False
+            )
+            if len(src) != size:
+                raise PartitionInputError(
+                    f"edge chunk of {key!r} has {len(src)} edges but 'num_edges_per_chunk' "
+                    f"says {size}",
+                    path=file,
+                )
+            check_id_range(
+                file,
+                layout,
+                "#",
+                src,
+                dst,
+                (num_nodes[etype[0]], num_nodes[etype[2]]),
+                (etype[0], etype[2]),
+            )
+            srcs.append(src)
+            dsts.append(dst)
+        edges[etype] = (
+            np.concatenate(srcs) if srcs else np.zeros(0, np.int64),
+            np.concatenate(dsts) if dsts else np.zeros(0, np.int64),
+        )
+
+    node_known = dict(zip(ntypes, node_chunks, strict=True))
+    edge_known = dict(zip(etype_names, edge_chunks, strict=True))
+    ndata = _read_features(meta.get("node_data"), "node_data", node_known, base, meta_path)
+    edata_by_key = _read_features(meta.get("edge_data"), "edge_data", edge_known, base, meta_path)
+    graph = Graph(
+        num_nodes=num_nodes,
+        edges=edges,
+        ndata={t: ndata.get(t, {}) for t in ntypes},
+        edata={e: edata_by_key.get(etype_key(e), {}) for e in etypes},
+    )
+    graph.validate(meta_path)
+    return graph
+
+
+def _chunk_bounds(total: int, num_chunks: int) -> np.ndarray:
+    """DGL's split: the first ``total % k`` chunks get one extra row."""
+    sizes = np.full(num_chunks, total // num_chunks, dtype=np.int64)
+    sizes[: total % num_chunks] += 1
+    return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def _safe_names(names: list[str]) -> list[str]:
+    """File-system-safe, distinct names; a type index is prepended only where needed."""
+    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", n).strip(".") or "_" for n in names]
+    if len(set(safe)) != len(safe):
+        safe = [f"{i}_{s}" for i, s in enumerate(safe)]
+    return safe
+
+
+def _write_features(
+    root: Path, section: str, type_dir: str, feats: dict[str, np.ndarray], bounds: np.ndarray
+) -> dict[str, Any]:
+    specs: dict[str, Any] = {}
+    names = list(feats)
+    for feat, safe in zip(names, _safe_names(names), strict=True):
+        files = []
+        for j in range(len(bounds) - 1):
+            rel = f"{section}/{type_dir}/{safe}.{j}.npy"
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            np.save(root / rel, np.ascontiguousarray(feats[feat][bounds[j] : bounds[j + 1]]))
+            files.append(rel)
+        specs[feat] = {"format": {"name": "numpy"}, "data": files}
+    return specs
+
+
+def _fill_chunked(root: Path, graph: Graph, graph_name: str, num_chunks: int) -> None:
+    """Write every chunk file and metadata.json under ``root``."""
+    meta: dict[str, Any] = {
+        "graph_name": graph_name,
+        "node_type": graph.ntypes,
+        "num_nodes_per_chunk": [],
+        "edge_type": [etype_key(e) for e in graph.canonical_etypes],
+        "num_edges_per_chunk": [],
+        "edges": {},
+        "node_data": {},
+        "edge_data": {},
+    }
+    for ntype, safe in zip(graph.ntypes, _safe_names(graph.ntypes), strict=True):
+        bounds = _chunk_bounds(graph.num_nodes[ntype], num_chunks)
+        meta["num_nodes_per_chunk"].append(np.diff(bounds).tolist())
+        feats = graph.ndata.get(ntype, {})
+        if feats:
+            meta["node_data"][ntype] = _write_features(root, "node_data", safe, feats, bounds)
+    keys = meta["edge_type"]
+    for etype, key, safe in zip(graph.canonical_etypes, keys, _safe_names(keys), strict=True):
+        src, dst = graph.edges[etype]
+        bounds = _chunk_bounds(len(src), num_chunks)
+        meta["num_edges_per_chunk"].append(np.diff(bounds).tolist())
+        files = []
+        (root / "edges").mkdir(exist_ok=True)
+        for j in range(num_chunks):
+            rel = f"edges/{safe}.{j}.txt"
+            with open(root / rel, "wb") as fh:
+                lo, hi = int(bounds[j]), int(bounds[j + 1])
+                write_edge_lines(fh, src[lo:hi], dst[lo:hi], " ")
+            files.append(rel)
+        meta["edges"][key] = {"format": {"name": "csv", "delimiter": " "}, "data": files}
+        feats = graph.edata.get(etype, {})
+        if feats:
+            meta["edge_data"][key] = _write_features(root, "edge_data", safe, feats, bounds)
+    with open(root / "metadata.json", "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=2)
+        fh.write("\n")
+
+
+def write_chunked(
+    graph: Graph,
+    folder: str | os.PathLike,
+    graph_name: str,
+    num_chunks: int = 2,
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``graph`` in DGL's chunked format into ``folder`` and return the metadata path.
+
+    Everything is written into a temporary sibling folder first and renamed into place, so
+    ``folder`` never holds a half-written graph. An existing non-empty ``folder`` raises
+    OutputExistsError unless ``overwrite``.
+    """
+    if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
+        raise PartitionOptionError(f"num_chunks must be an integer >= 1 (got {num_chunks!r})")
+    if not graph_name:
+        raise PartitionOptionError("graph_name must not be empty")
+    target = Path(os.fspath(folder)).resolve()
+    graph.validate(str(target))
+    if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        if not overwrite:
+            raise OutputExistsError(f"{target}: already exists", hint="pass overwrite=True")
+        if not target.is_dir():
+            raise OutputExistsError(f"{target}: exists and is not a folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    old: Path | None = None
+    try:
+        _fill_chunked(tmp, graph, graph_name, num_chunks)
+        if target.exists():
+            # Move the old folder aside first: a rename cannot replace a non-empty folder.
+            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not target.exists():
+            os.replace(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target / "metadata.json"

@@ -1,0 +1,491 @@
+"""Reading and writing plain-text edge lists (CSV, TSV, whitespace) with bulk numpy parsing."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+import numpy as np
+
+from ..errors import PartitionInputError, PartitionOptionError
+from ..graph import Graph
+
+# Lines are formatted in batches of this many edges so the text buffer of a huge graph never
+# has to exist in memory all at once.
+_WRITE_BATCH = 1 << 22
+# Error messages quote the offending line up to this many characters.
+_QUOTE_LIMIT = 120
+_ENCODING = "utf-8-sig"
+
+DELIMITER_NAMES = {",": "comma", "\t": "tab", None: "whitespace"}
+
+
+@dataclass(frozen=True)
+class TextLayout:
+    """What a text edge file looks like, found from its first data line.
+
+    ``delimiter`` is ``None`` for runs of whitespace. ``skip_lines`` is the number of leading
+    lines (comments and header) to skip so parsing starts after the header. ``has_weight`` is
+    true when a third column holds numbers.
+    """
+
+    delimiter: str | None
+    skip_lines: int
+    has_weight: bool
+    header: tuple[str, ...] | None
+
+
+def _quote(text: str) -> str:
+    """Show a line in an error message, shortened if long."""
+    text = text.rstrip("\r\n")
+    if len(text) > _QUOTE_LIMIT:
+        text = text[:_QUOTE_LIMIT] + "..."
+    return repr(text)
+
+
+def _strip_comment(line: str, comment: str | None) -> str:
+    if comment:
+        line = line.split(comment, 1)[0]
+    return line.strip()
+
+
+def _split(line: str, delimiter: str | None) -> list[str]:
+    if delimiter is None:
+        return line.split()
+    return [field.strip() for field in line.split(delimiter)]
+
+
+def _is_int(field: str) -> bool:
+    try:
+        value = int(field)
+    except ValueError:
+        return False
+    # "1_000" is a Python int but not something numpy's parser accepts.
+    return "_" not in field and -(2**63) <= value < 2**63
+
+
+def _is_float(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return "_" not in field
+
+
+def _normalise_delimiter(delimiter: str | None, path: str) -> str | None:
+    """Map user spellings to loadtxt's: a single space means any run of whitespace."""
+    if delimiter is None:
+        return None
+    aliases = {" ": None, "space": None, "whitespace": None, "tab": "\t", "\\t": "\t", "comma": ","}
+    if delimiter in aliases:
+        return aliases[delimiter]
+    if len(delimiter) != 1 or delimiter.isalnum() or delimiter in "-+.":
+        raise PartitionInputError(
+            f"delimiter {delimiter!r} cannot separate node ids",
+            path=path,
+            hint="use ',', '\\t', ' ' (any whitespace) or leave it out to auto-detect",
+        )
+    return delimiter
+
+
+def detect_layout(
+    path: str,
+    *,
+    delimiter: str | None = None,
+    comment: str | None = "#",
+    allow_header: bool = True,
+) -> TextLayout:
+    """Find the delimiter, header line and weight column from the first data line of ``path``.
+
+    ``delimiter=None`` auto-detects: tab if the line has one, else comma if it has one, else
+    whitespace. A first data line whose first two fields are not integers is a header when
+    ``allow_header``; otherwise it is reported as a bad line.
+    """
+    delim = _normalise_delimiter(delimiter, path)
+    try:
+        with open(path, encoding=_ENCODING, errors="replace") as fh:
+            # Only leading comment and blank lines are walked here, never the edges.
+            for lineno, raw in enumerate(fh, start=1):
+                line = _strip_comment(raw, comment)
+                if not line:
+                    continue
+                if delimiter is None:
+                    delim = _guess_delimiter(line)
+                fields = _split(line, delim)
+                if len(fields) >= 2 and _is_int(fields[0]) and _is_int(fields[1]):
+                    has_weight = len(fields) >= 3 and _is_float(fields[2])
+                    return TextLayout(delim, lineno - 1, has_weight, None)
+                if not allow_header:
+                    raise _bad_line(path, lineno, raw, fields, delim)
+                auto = delimiter is None
+                return _layout_after_header(fh, lineno, tuple(fields), delim, auto, comment, path)
+    except OSError as exc:
+        raise PartitionInputError(
+            f"cannot read edge list: {exc.strerror or exc}", path=path
+        ) from exc
+    return TextLayout(delim, 0, False, None)
+
+
+def _guess_delimiter(line: str) -> str | None:
+    return "\t" if "\t" in line else "," if "," in line else None
+
+
+def _layout_after_header(
+    fh: TextIO,
+    header_line: int,
+    header: tuple[str, ...],
+    delim: str | None,
+    auto: bool,
+    comment: str | None,
+    path: str,
+) -> TextLayout:
+    """Look past a header at the next data line to learn whether a weight column exists.
+
+    With ``auto`` the delimiter is guessed again from that data line, since a header such as
+    ``src dst`` says nothing about how the numbers below it are separated.
+    """
+    for lineno, raw in enumerate(fh, start=header_line + 1):
+        line = _strip_comment(raw, comment)
+        if not line:
+            continue
+        if auto:
+            delim = _guess_delimiter(line)
+        fields = _split(line, delim)
+        if len(fields) < 2 or not (_is_int(fields[0]) and _is_int(fields[1])):
+            raise _bad_line(path, lineno, raw, fields, delim, after_header=header_line)
+        has_weight = len(fields) >= 3 and _is_float(fields[2])
+        return TextLayout(delim, header_line, has_weight, header)
+    return TextLayout(delim, header_line, False, header)
+
+
+def _bad_line(
+    path: str,
+    lineno: int,
+    raw: str,
+    fields: list[str],
+    delim: str | None,
+    *,
+    after_header: int | None = None,
+    want_weight: bool = False,
+) -> PartitionInputError:
+    """Build the error for one unparsable line, saying which field is wrong and why."""
+    name = DELIMITER_NAMES.get(delim, repr(delim))
+    if len(fields) < (3 if want_weight else 2):
+        what = (
+            f"expected 'src dst{' weight' if want_weight else ''}' separated by {name}, "
+            f"found {len(fields)} field{'s' if len(fields) != 1 else ''}"
+        )
+    else:
+        bad = next((i for i in (0, 1) if not _is_int(fields[i])), None)
+        if bad is not None:
+            what = f"{'source' if bad == 0 else 'destination'} id {fields[bad]!r} is not an integer"
+        else:
+            what = f"weight {fields[2]!r} is not a number"
+    hint = None
+    if after_header is not None:
+        hint = f"line {after_header} was taken as a header; only one header line is allowed"
+    return PartitionInputError(
+        f"cannot parse edge line {_quote(raw)}: {what}", path=path, line=lineno, hint=hint
+    )
+
+
+def _find_bad_line(
+    path: str, layout: TextLayout, comment: str | None, want_weight: bool
+) -> PartitionInputError | None:
+    """Walk the file to the first line bulk parsing rejected (error path only)."""
+    with open(path, encoding=_ENCODING, errors="replace") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno <= layout.skip_lines:
+                continue
+            line = _strip_comment(raw, comment)
+            if not line:
+                continue
+            fields = _split(line, layout.delimiter)
+            ok = (
+                len(fields) >= (3 if want_weight else 2)
+                and _is_int(fields[0])
+                and _is_int(fields[1])
+                and (not want_weight or _is_float(fields[2]))
+            )
+            if not ok:
+                return _bad_line(
+                    path, lineno, raw, fields, layout.delimiter, want_weight=want_weight
+                )
+    return None
+
+
+def line_of_row(path: str, layout: TextLayout, comment: str | None, row: int) -> tuple[int, str]:
+    """1-based line number and text of the ``row``-th data line (0-based); error path only."""
+    seen = -1
+    with open(path, encoding=_ENCODING, errors="replace") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno <= layout.skip_lines or not _strip_comment(raw, comment):
+                continue
+            seen += 1
+            if seen == row:
+                return lineno, raw
+    return 0, ""
+
+
+def parse_edge_columns(
+    path: str,
+    *,
+    delimiter: str | None = None,
+    comment: str | None = "#",
+    allow_header: bool = True,
+    read_weight: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, TextLayout]:
+    """Parse the ``src dst [weight]`` columns of a text edge file in one numpy pass.
+
+    Returns int64 ``src``, ``dst``, float64 ``weight`` (``None`` without a weight column or when
+    ``read_weight`` is false) and the detected layout. Columns past the third are ignored.
+    Raises PartitionInputError naming the file and the 1-based line of the first bad line.
+    """
+    layout = detect_layout(path, delimiter=delimiter, comment=comment, allow_header=allow_header)
+    want_weight = layout.has_weight and read_weight
+    if want_weight:
+        dtype = np.dtype([("src", np.int64), ("dst", np.int64), ("weight", np.float64)])
+        usecols: tuple[int, ...] = (0, 1, 2)
+    else:
+        dtype = np.dtype(np.int64)
+        usecols = (0, 1)
+    try:
+        with warnings.catch_warnings():
+            # An edge file with no edges is legal (a type or chunk may be empty).
+            warnings.filterwarnings("ignore", message=".*input contained no data.*")
+            table = np.loadtxt(
+                path,
+                dtype=dtype,
+                delimiter=layout.delimiter,
+                comments=comment or None,
+                skiprows=layout.skip_lines,
+                usecols=usecols,
+                ndmin=1 if want_weight else 2,
+                encoding=_ENCODING,
+            )
+    except (ValueError, UnicodeDecodeError) as exc:
+        located = _find_bad_line(path, layout, comment, want_weight)
+        if located is not None:
+            raise located from exc
+        raise PartitionInputError(f"cannot parse edge list: {exc}", path=path) from exc
+    except OSError as exc:
+        raise PartitionInputError(
+            f"cannot read edge list: {exc.strerror or exc}", path=path
+        ) from exc
+    if want_weight:
+        return (
+            np.ascontiguousarray(table["src"]),
+            np.ascontiguousarray(table["dst"]),
+            np.ascontiguousarray(table["weight"]),
+            layout,
+        )
+    if table.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), None, layout
+    return np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]), None, layout
+
+
+def check_id_range(
+    path: str,
+    layout: TextLayout,
+    comment: str | None,
+    src: np.ndarray,
+    dst: np.ndarray,
+    limits: tuple[int | None, int | None],
+    node_types: tuple[str, str] | None = None,
+) -> None:
+    """Raise for the first negative id, or id at or above ``limits``, naming its line.
+
+    ``node_types`` (source type, destination type) only words the message for typed edges.
+    """
+    for ids, end, limit, kind in (
+        (src, "source", limits[0], f"{node_types[0]} " if node_types else ""),
+        (dst, "destination", limits[1], f"{node_types[1]} " if node_types else ""),
+    ):
+        if ids.size == 0:
+            continue
+        bad_mask = ids < 0
+        if limit is not None:
+            bad_mask |= ids >= limit
+        if not bad_mask.any():
+            continue
+        row = int(np.flatnonzero(bad_mask)[0])
+        lineno, raw = line_of_row(path, layout, comment, row)
+        value = int(ids[row])
+        if value < 0:
+            why = f"{end} id {value} is negative"
+        else:
+            why = (
+                f"{end} id {value} is out of range: there are {limit} {kind}nodes "
+                f"(ids 0..{limit - 1})"
+            )
+        raise PartitionInputError(
+            f"{why} in edge line {_quote(raw)}", path=path, line=lineno or None
+        )
+
+
+def load_node_data(node_data: dict[str, str] | None) -> dict[str, np.ndarray]:
+    """Load ``name -> .npy path`` feature files; errors name the .npy file."""
+    loaded: dict[str, np.ndarray] = {}
+    for name, npy in (node_data or {}).items():
+        npy = os.fspath(npy)
+        if not os.path.exists(npy):
+            raise PartitionInputError(f"node feature {name!r}: no such file", path=npy)
+        try:
+            arr = np.load(npy, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise PartitionInputError(
+                f"node feature {name!r}: not a readable .npy array ({exc})", path=npy
+            ) from exc
+        if not isinstance(arr, np.ndarray) or arr.ndim == 0:
+            raise PartitionInputError(
+                f"node feature {name!r}: expected an array with one row per node", path=npy
+            )
+        loaded[name] = arr
+    return loaded
+
+
+def resolve_num_nodes(
+    num_nodes: int | None,
+    src: np.ndarray,
+    dst: np.ndarray,
+    features: dict[str, np.ndarray],
+    feature_paths: dict[str, str] | None,
+    path: str,
+) -> int:
+    """Node count: given, else max id + 1, or the feature row count when that is larger.
+
+    Features decide when they agree, since trailing nodes without edges appear in no edge.
+    """
+    max_id = int(max(src.max(initial=-1), dst.max(initial=-1)))
+    if num_nodes is None:
+        rows = {arr.shape[0] for arr in features.values()}
+        n = max(max_id + 1, rows.pop()) if len(rows) == 1 else max_id + 1
+    else:
+        n = int(num_nodes)
+    for name, arr in features.items():
+        if arr.shape[0] != n:
+            src_file = (feature_paths or {}).get(name, path)
+            raise PartitionInputError(
+                f"node feature {name!r} has {arr.shape[0]} rows but the graph has {n} nodes",
+                path=os.fspath(src_file),
+                hint="give one row per node, in node id order",
+            )
+    return n
+
+
+def read_edge_list(
+    path: str | os.PathLike,
+    *,
+    delimiter: str | None = None,
+    comment: str | None = "#",
+    num_nodes: int | None = None,
+    node_data: dict[str, str] | None = None,
+) -> Graph:
+    """Read a homogeneous graph from a text edge list, one ``src dst [weight]`` per line.
+
+    Blank lines and ``comment`` lines (and trailing comments) are skipped; a first line whose
+    first two fields are not integers is a header. ``delimiter=None`` auto-detects comma, tab
+    or whitespace. A numeric third column becomes edge data ``weight``; further columns are
+    ignored. ``node_data`` maps feature names to ``.npy`` files with one row per node.
+    ``num_nodes`` defaults to max id + 1 (or the feature row count, when larger).
+    Raises PartitionInputError naming the file and, for a bad line, its 1-based number.
+    """
+    path = os.fspath(path)
+    if num_nodes is not None and int(num_nodes) < 0:
+        raise PartitionOptionError(f"num_nodes must be >= 0 (got {num_nodes})")
+    if not os.path.isfile(path):
+        raise PartitionInputError(
+            "no such file" if not os.path.exists(path) else "not a regular file", path=path
+        )
+    src, dst, weight, layout = parse_edge_columns(path, delimiter=delimiter, comment=comment)
+    features = load_node_data(node_data)
+    limit = None if num_nodes is None else int(num_nodes)
+    check_id_range(path, layout, comment, src, dst, (limit, limit))
+    n = resolve_num_nodes(num_nodes, src, dst, features, node_data, path)
+    edata = {"weight": weight} if weight is not None else {}
+    graph = Graph.homogeneous(src, dst, n, ndata=features, edata=edata)
+    graph.validate(path)
+    return graph
+
+
+def _digit_counts(values: np.ndarray) -> np.ndarray:
+    """Number of decimal digits of each non-negative value."""
+    counts = np.ones(len(values), dtype=np.int64)
+    top = int(values.max(initial=0))
+    power = 10
+    # One pass per digit position, not per value.
+    while power <= top:
+        counts += values >= power
+        power *= 10
+    return counts
+
+
+def format_edge_lines(src: np.ndarray, dst: np.ndarray, delimiter: str = " ") -> bytes:
+    """ASCII ``src<delimiter>dst\\n`` lines for non-negative id arrays, without a loop per edge.
+
+    Lines are laid out right-aligned in a fixed-width byte matrix, one digit position per pass,
+    and the padding is dropped with a mask at the end.
+    """
+    sep = np.frombuffer(delimiter.encode("ascii"), dtype=np.uint8)
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if src.size == 0:
+        return b""
+    n_src, n_dst = _digit_counts(src), _digit_counts(dst)
+    w_src, w_dst = int(n_src.max()), int(n_dst.max())
+    width = w_src + len(sep) + w_dst + 1
+    lines = np.empty((len(src), width), dtype=np.uint8)
+    keep = np.ones((len(src), width), dtype=bool)
+    for values, counts, offset, digits in (
+        (src, n_src, 0, w_src),
+        (dst, n_dst, w_src + len(sep), w_dst),
+    ):
+        rest = values.copy()
+        for place in range(digits):
+            column = offset + digits - 1 - place
+            lines[:, column] = rest % 10
+            rest //= 10
+            keep[:, column] = counts > place
+        lines[:, offset : offset + digits] += ord("0")
+    lines[:, w_src : w_src + len(sep)] = sep
+    lines[:, -1] = ord("\n")
+    return lines[keep].tobytes()
+
+
+def write_edge_lines(fh: BinaryIO, src: np.ndarray, dst: np.ndarray, delimiter: str = " ") -> None:
+    """Write ``src dst`` lines to an open binary file in bounded-memory batches."""
+    for lo in range(0, len(src), _WRITE_BATCH):
+        fh.write(
+            format_edge_lines(src[lo : lo + _WRITE_BATCH], dst[lo : lo + _WRITE_BATCH], delimiter)
+        )
+
+
+def write_edge_list(graph: Graph, path: str | os.PathLike, *, delimiter: str = " ") -> None:
+    """Write a homogeneous graph's edges as ``src dst`` lines, atomically.
+
+    Edge and node data are not written (a text edge list has no place for features).
+    """
+    path = os.fspath(path)
+    if not graph.is_homogeneous:
+        raise PartitionInputError(
+            "a text edge list holds one node and edge type; this graph is heterogeneous",
+            path=path,
+            hint="write it with write_chunked instead",
+        )
+    graph.validate(path)
+    src, dst = next(iter(graph.edges.values()))
+    folder = Path(path).resolve().parent
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write_edge_lines(fh, src, dst, delimiter)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
