@@ -1,0 +1,60 @@
+"""The one display layer: phase lines and messages on stderr, results and JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+
+class Display:
+    """Renders progress, results and errors; ``json_mode`` keeps stdout machine-readable."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+
+    def info(self, message: str) -> None:
+        """A line for people (stderr), silenced by --quiet."""
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def result(self, text: str) -> None:
+        """The command's human-readable result (stdout); not printed in JSON mode."""
+        if not self.json_mode:
+            click.echo(text)
+
+    def json(self, payload: Any) -> None:
+        """The command's machine-readable result (stdout), printed only in JSON mode."""
+        if self.json_mode:
+            click.echo(json.dumps(payload, indent=1, default=str))
+
+    def error(self, message: str, hint: str | None = None) -> None:
+        click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
+        if hint:
+            click.echo(click.style("hint: ", fg="yellow") + hint, err=True)
+
+
+class PhaseProgress:
+    """Turns the partitioner's phase callbacks into numbered lines: ``[2/4] assign: ... 6.5s``."""
+
+    def __init__(self, display: Display, total: int) -> None:
+        self.display = display
+        self.total = total
+        self.index = 0
+
+    def phase_start(self, name: str, detail: str) -> None:
+        self.index += 1
+        text = f"[{self.index}/{self.total}] {name}" + (f": {detail}" if detail else "")
+        if not self.display.quiet:
+            click.echo(text + " ...", err=True, nl=not sys.stderr.isatty())
+
+    def phase_end(self, name: str, seconds: float) -> None:
+        if self.display.quiet:
+            return
+        if sys.stderr.isatty():
+            click.echo(f" {seconds:.2f}s", err=True)
+        else:
+            click.echo(f"      {name} done in {seconds:.2f}s", err=True)

@@ -1,0 +1,265 @@
+"""The on-disk partition format: part_config JSON (DGL's schema plus our keys), npy shards, checksums.
+
+A partition folder holds ``NAME.json`` and, per part, a ``partN/`` folder of ``.npy`` files that a
+server can memory-map. Every file's size and xxh3-128 checksum is recorded in the JSON under
+``files``; a folder is written under a temporary name and renamed into place only when complete,
+so a folder with a config either is whole or does not exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from .errors import ChecksumError, OutputExistsError, PartitionFormatError
+
+FORMAT_VERSION = 1
+CHECKSUM_ALGO = "xxh3_128"
+_HASH_CHUNK = 64 << 20
+
+# Keys DGL's own tools read; we write all of them and never change their meaning.
+DGL_KEYS = (
+    "graph_name",
+    "num_nodes",
+    "num_edges",
+    "part_method",
+    "num_parts",
+    "halo_hops",
+    "node_map",
+    "edge_map",
+    "ntypes",
+    "etypes",
+)
+
+
+def safe_name(name: str) -> str:
+    """A file-name-safe form of a type or feature name (the JSON keeps the real name)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "_"
+
+
+class ShardWriter:
+    """Writes ``.npy`` files under a root folder, recording each file's size and checksum.
+
+    The checksum is computed from the bytes as they are written (header, then the array's
+    buffer), so no file is read back.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.files: dict[str, dict[str, Any]] = {}
+
+    def save(self, relpath: str, array: np.ndarray) -> str:
+        """Write ``array`` to ``root/relpath`` as .npy and return ``relpath``."""
+        array = np.ascontiguousarray(array)
+        path = self.root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest = xxhash.xxh3_128()
+        with open(path, "wb") as f:
+            header = _npy_header(array)
+            f.write(header)
+            digest.update(header)
+            if array.size:
+                buf = memoryview(array.reshape(-1).view(np.uint8))
+                f.write(buf)
+                digest.update(buf)
+        self.files[relpath] = {"size": path.stat().st_size, CHECKSUM_ALGO: digest.hexdigest()}
+        return relpath
+
+
+def _npy_header(array: np.ndarray) -> bytes:
+    import io
+
+    bio = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(array)
+    try:
+        np.lib.format.write_array_header_1_0(bio, header)
+    except ValueError:  # header over 64 KiB: only absurd shapes need format 2.0
+        bio = io.BytesIO()
+        np.lib.format.write_array_header_2_0(bio, header)
+    return bio.getvalue()
+
+
+def file_checksum(path: Path) -> str:
+    """xxh3-128 of a file's bytes, read in chunks."""
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
+    """Yield a temporary sibling folder that replaces ``out`` only if the block succeeds.
+
+    Refuses to replace an existing non-empty ``out`` unless ``overwrite``; even then only a
+    folder that holds a partition config is replaced, so a mistyped path loses nothing.
+    On any exception the temporary folder is removed and ``out`` is untouched.
+    """
+    out = Path(out)
+    if out.exists():
+        if out.is_file():
+            raise OutputExistsError(f"output {out} is a file, not a folder")
+        entries = list(out.iterdir())
+        if entries and not overwrite:
+            raise OutputExistsError(
+                f"output folder {out} already exists and is not empty",
+                hint="pass --overwrite to replace it, or choose another --out",
+            )
+        if entries and not _looks_like_partition_folder(out):
+            raise OutputExistsError(
+                f"output folder {out} is not empty and holds no partition config (*.json with "
+                "'num_parts'); refusing to replace it even with --overwrite",
+                hint="choose an empty or new --out folder",
+            )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _looks_like_partition_folder(folder: Path) -> bool:
+    for p in folder.glob("*.json"):
+        try:
+            with open(p) as f:
+                if "num_parts" in json.load(f):
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def write_config(path: Path, config: dict[str, Any]) -> None:
+    """Write the part config JSON (temp file + rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(config, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def find_config(path: str | os.PathLike[str]) -> Path:
+    """Resolve a partition config path: the JSON itself or a folder holding exactly one."""
+    p = Path(path)
+    if p.is_dir():
+        candidates = [c for c in sorted(p.glob("*.json")) if not c.name.startswith(".")]
+        if len(candidates) != 1:
+            raise PartitionFormatError(
+                f"{p}: expected one partition config (*.json) in the folder, found "
+                f"{len(candidates)}",
+                hint="pass the JSON file itself",
+            )
+        return candidates[0]
+    if not p.exists():
+        raise PartitionFormatError(f"{p}: no such partition config")
+    return p
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load and check a part config; raises PartitionFormatError naming the file and key."""
+    p = find_config(path)
+    try:
+        with open(p) as f:
+            config = json.load(f)
+    except json.JSONDecodeError as e:
+        raise PartitionFormatError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except OSError as e:
+        raise PartitionFormatError(f"{p}: cannot read ({e.strerror})") from None
+    if not isinstance(config, dict):
+        raise PartitionFormatError(f"{p}: expected a JSON object at the top level")
+    for key in DGL_KEYS:
+        if key not in config:
+            raise PartitionFormatError(f"{p}: missing key {key!r}")
+    version = config.get("format_version")
+    if version is None:
+        raise PartitionFormatError(
+            f"{p}: no 'format_version' key; this looks like a partition written by DGL itself",
+            hint="re-partition the graph with 'dglctl partition' (DGL's .dgl shards are not read)",
+        )
+    if version > FORMAT_VERSION:
+        raise PartitionFormatError(
+            f"{p}: format_version {version} is newer than this dglctl understands ({FORMAT_VERSION})",
+            hint="upgrade dglctl on this host",
+        )
+    for i in range(config["num_parts"]):
+        if f"part-{i}" not in config:
+            raise PartitionFormatError(f"{p}: missing key 'part-{i}'")
+    config["_path"] = str(p)
+    config["_dir"] = str(p.parent)
+    return config
+
+
+def verify_files(
+    config: dict[str, Any], parts: list[int] | None = None, *, checksums: bool = True
+) -> list[str]:
+    """Check recorded sizes (and checksums) of the files of ``parts`` (all when None).
+
+    Returns the list of problems, each naming the file; empty when everything matches.
+    """
+    root = Path(config["_dir"])
+    problems = []
+    for rel, meta in config.get("files", {}).items():
+        if parts is not None:
+            m = re.match(r"part(\d+)/", rel)
+            if m and int(m.group(1)) not in parts:
+                continue
+        path = root / rel
+        if not path.exists():
+            problems.append(f"{path}: missing")
+            continue
+        size = path.stat().st_size
+        if size != meta["size"]:
+            problems.append(f"{path}: size {size} bytes, expected {meta['size']}")
+            continue
+        if checksums and file_checksum(path) != meta[CHECKSUM_ALGO]:
+            problems.append(f"{path}: checksum mismatch (file changed or corrupted)")
+    return problems
+
+
+def checksum_error(config: dict[str, Any], problems: list[str]) -> ChecksumError:
+    """The error that lists every file that failed verification."""
+    return ChecksumError(
+        f"{config['_path']}: {len(problems)} file(s) fail verification:\n  "
+        + "\n  ".join(problems),
+        hint="re-run 'dglctl partition' (or re-copy the folder) to restore them",
+    )
+
+
+def check_files(config: dict[str, Any], parts: list[int] | None = None) -> None:
+    """Raise ChecksumError listing every file that fails its recorded size or checksum."""
+    problems = verify_files(config, parts)
+    if problems:
+        raise checksum_error(config, problems)
+
+
+def load_array(config: dict[str, Any], relpath: str, *, mmap: bool = True) -> np.ndarray:
+    """Open a shard listed in the config, memory-mapped read-only by default."""
+    path = Path(config["_dir"]) / relpath
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise PartitionFormatError(f"{path}: missing partition file") from None
+    except ValueError as e:
+        raise PartitionFormatError(f"{path}: not a readable .npy file ({e})") from None

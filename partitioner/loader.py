@@ -1,0 +1,171 @@
+"""Load one part of a partition folder: its CSC, halo, features and id mappings (memory-mapped)."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from .errors import PartitionFormatError
+from .format import check_files, load_array, read_config
+from .graph import parse_etype_key
+from .partition_book import RangePartitionBook
+
+
+class Partition:
+    """One part of a partitioned graph, as a server or a test sees it.
+
+    Local nodes are the part's owned nodes (one contiguous homogeneous id range, in order)
+    followed by its halo nodes. Inner edges are stored per edge type as a CSC over the owned
+    destination nodes of that type, with *global* (homogeneous, relabeled) source ids; the
+    ``k``-th inner edge of type ``e`` has id ``edge_map[e][part][0] + k``.
+    """
+
+    def __init__(self, config: dict[str, Any], part_id: int) -> None:
+        if not 0 <= part_id < config["num_parts"]:
+            raise PartitionFormatError(
+                f"{config['_path']}: part {part_id} does not exist (num_parts is "
+                f"{config['num_parts']})"
+            )
+        self.config = config
+        self.part_id = part_id
+        self.entry = config[f"part-{part_id}"]
+        self.book = RangePartitionBook(config, part_id)
+
+    @property
+    def owned_range(self) -> tuple[int, int]:
+        """``[start, end)`` of the homogeneous ids this part owns."""
+        b = self.book.nodes.part_bounds
+        return int(b[self.part_id]), int(b[self.part_id + 1])
+
+    @property
+    def num_owned(self) -> int:
+        lo, hi = self.owned_range
+        return hi - lo
+
+    @cached_property
+    def halo_nids(self) -> np.ndarray:
+        """Homogeneous ids of the halo nodes, hop 1 first then hop 2, each sorted."""
+        rel = self.entry.get("halo_nids")
+        return load_array(self.config, rel) if rel else np.empty(0, np.int64)
+
+    @cached_property
+    def local_nids(self) -> np.ndarray:
+        """Global (homogeneous) id of every local node: owned, then halo."""
+        lo, hi = self.owned_range
+        return np.concatenate([np.arange(lo, hi, dtype=np.int64), self.halo_nids])
+
+    @property
+    def inner_node(self) -> np.ndarray:
+        """True for owned local nodes."""
+        flags = np.zeros(len(self.local_nids), bool)
+        flags[: self.num_owned] = True
+        return flags
+
+    @property
+    def node_owner(self) -> np.ndarray:
+        """Owner part of every local node."""
+        return self.book.nid2partid(self.local_nids)
+
+    def csc(self, etype: str) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr, global source ids) of inner edges of canonical type ``"src:etype:dst"``."""
+        files = self.entry["csc"][etype]
+        return load_array(self.config, files["indptr"]), load_array(self.config, files["indices"])
+
+    def inner_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All inner edges as global ``(src, dst, eid, etype_id)`` arrays."""
+        srcs, dsts, eids, types = [], [], [], []
+        for key, e in self.config["etypes"].items():
+            indptr, indices = self.csc(key)
+            dst_type = parse_etype_key(key)[2]
+            dst_pt = self.book.partid2nids(self.part_id, dst_type)
+            dst = self.book.map_to_homo_nid(np.repeat(dst_pt, np.diff(indptr)), dst_type)
+            lo = self.config["edge_map"][key][self.part_id][0]
+            srcs.append(np.asarray(indices))
+            dsts.append(dst)
+            eids.append(np.arange(lo, lo + len(indices), dtype=np.int64))
+            types.append(np.full(len(indices), e, np.int32))
+        return tuple(np.concatenate(a) for a in (srcs, dsts, eids, types))  # type: ignore[return-value]
+
+    def halo_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Non-inner edges kept for 2-hop halos, as global ``(src, dst, eid)``."""
+        files = self.entry.get("halo_edges")
+        if not files:
+            empty = np.empty(0, np.int64)
+            return empty, empty, empty
+        return tuple(load_array(self.config, files[k]) for k in ("src", "dst", "eids"))  # type: ignore[return-value]
+
+    def local_graph(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """DGL's view: ``(src, dst)`` as local node indices, global eids and inner-edge flags.
+
+        Needs ``halo_hops >= 1``: with 0 hops the sources of cut edges are not local nodes.
+        """
+        if self.config["halo_hops"] < 1:
+            raise PartitionFormatError(
+                f"{self.config['_path']}: local_graph() needs halo_hops >= 1 (this partition has 0)",
+                hint="use inner_edges() for global ids, or re-partition with --halo-hops 1",
+            )
+        s1, d1, e1, _ = self.inner_edges()
+        s2, d2, e2 = self.halo_edges()
+        src, dst = np.concatenate([s1, s2]), np.concatenate([d1, d2])
+        inner = np.concatenate([np.ones(len(s1), bool), np.zeros(len(s2), bool)])
+        return self.to_local(src), self.to_local(dst), np.concatenate([e1, e2]), inner
+
+    def to_local(self, nids: np.ndarray) -> np.ndarray:
+        """Local index of global node ids (-1 where the node is neither owned nor halo)."""
+        nids = np.asarray(nids, dtype=np.int64)
+        lo, hi = self.owned_range
+        out = np.full(len(nids), -1, np.int64)
+        owned = (nids >= lo) & (nids < hi)
+        out[owned] = nids[owned] - lo
+        halo = self.halo_nids
+        if len(halo):
+            # Hops are stored one after the other, each sorted: look up in a sorted copy.
+            order = np.argsort(halo, kind="stable")
+            pos = np.searchsorted(halo, nids[~owned], sorter=order)
+            pos = np.minimum(pos, len(halo) - 1)
+            hit = halo[order[pos]] == nids[~owned]
+            vals = np.where(hit, self.num_owned + order[pos], -1)
+            out[~owned] = vals
+        return out
+
+    def node_feats(self) -> dict[str, np.ndarray]:
+        """Owned-node features keyed ``"ntype/name"``, rows in per-type local order."""
+        return {k: load_array(self.config, v) for k, v in self.entry["node_feat_files"].items()}
+
+    def edge_feats(self) -> dict[str, np.ndarray]:
+        """Inner-edge features keyed ``"src:etype:dst/name"``, rows in edge id order."""
+        files = self.entry.get("edge_feat_files", {})
+        return {k: load_array(self.config, v) for k, v in files.items()}
+
+
+def load_partition(
+    config: str | os.PathLike[str] | dict[str, Any], part_id: int, *, verify: bool = False
+) -> Partition:
+    """Open part ``part_id`` of the partition described by ``config`` (a path or a loaded config).
+
+    With ``verify``, the part's files are checked against their recorded checksums first.
+    """
+    cfg = config if isinstance(config, dict) else read_config(config)
+    part = Partition(cfg, part_id)
+    if verify:
+        check_files(cfg, [part_id])
+    return part
+
+
+def load_partition_book(
+    config: str | os.PathLike[str] | dict[str, Any], part_id: int = 0
+) -> RangePartitionBook:
+    """The range partition book of a partition, as seen from part ``part_id``."""
+    cfg = config if isinstance(config, dict) else read_config(config)
+    return RangePartitionBook(cfg, part_id)
+
+
+def load_orig_ids(config: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict, dict]:
+    """``(orig_nids, orig_eids)``: per type, the input id of each relabeled per-type id."""
+    cfg = config if isinstance(config, dict) else read_config(config)
+    nids = {t: load_array(cfg, p) for t, p in cfg["orig_nids"].items()}
+    eids = {parse_etype_key(k): load_array(cfg, p) for k, p in cfg["orig_eids"].items()}
+    return nids, eids

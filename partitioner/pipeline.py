@@ -1,0 +1,300 @@
+"""``partition_graph``: assignment, relabeling, halo and atomic write of a partition folder."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from . import __version__
+from .errors import PartitionOptionError
+from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
+from .graph import Graph, etype_key
+from .methods import METHODS, assign_parts
+from .relabel import relabel_nodes, sort_edges
+from .report import quality_report
+from .shards import write_part
+from .symmetric import symmetric_csr
+
+
+class ProgressReporter(Protocol):
+    """Receives phase starts and ends; the CLI renders them, the library stays silent."""
+
+    def phase_start(self, name: str, detail: str) -> None: ...
+
+    def phase_end(self, name: str, seconds: float) -> None: ...
+
+
+class _Silent:
+    def phase_start(self, name: str, detail: str) -> None:
+        pass
+
+    def phase_end(self, name: str, seconds: float) -> None:
+        pass
+
+
+class _Phases:
+    def __init__(self, reporter: ProgressReporter) -> None:
+        self.reporter = reporter
+        self.times: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, detail: str = "") -> Iterator[None]:
+        self.reporter.phase_start(name, detail)
+        t0 = time.perf_counter()
+        yield
+        dt = time.perf_counter() - t0
+        self.times[name] = self.times.get(name, 0.0) + dt
+        self.reporter.phase_end(name, dt)
+
+
+def balance_weights(
+    graph: Graph,
+    *,
+    balance_train: bool = True,
+    balance_ntypes: str | None = None,
+    balance_edges: bool = False,
+) -> tuple[np.ndarray, list[str]]:
+    """Vertex weight columns for METIS (``(n, ncon)`` int32) and a name for each column.
+
+    Columns: node count (one per node type for heterogeneous graphs, as DGL balances types),
+    the ``train_mask`` where present, one 0/1 column per distinct value of the node data named
+    by ``balance_ntypes``, and in-degree with ``balance_edges``. All-zero columns are dropped,
+    since METIS rejects a constraint with no weight.
+    """
+    n = graph.total_nodes
+    offsets = graph.node_offsets()
+    cols: list[np.ndarray] = []
+    names: list[str] = []
+    if graph.is_homogeneous or len(graph.ntypes) == 1:
+        cols.append(np.ones(n, np.int32))
+        names.append("nodes")
+    else:
+        for t, ntype in enumerate(graph.ntypes):
+            c = np.zeros(n, np.int32)
+            c[offsets[t] : offsets[t + 1]] = 1
+            cols.append(c)
+            names.append(f"nodes:{ntype}")
+    if balance_train:
+        c = np.zeros(n, np.int32)
+        found = False
+        for t, ntype in enumerate(graph.ntypes):
+            mask = graph.ndata.get(ntype, {}).get("train_mask")
+            if mask is not None:
+                c[offsets[t] : offsets[t + 1]] = mask.astype(bool)
+                found = True
+        if found:
+            cols.append(c)
+            names.append("train")
+    if balance_ntypes is not None:
+        values = np.full(n, -1, np.int64)
+        found = False
+        for t, ntype in enumerate(graph.ntypes):
+            arr = graph.ndata.get(ntype, {}).get(balance_ntypes)
+            if arr is not None:
+                if arr.ndim != 1:
+                    raise PartitionOptionError(
+                        f"--balance-ntypes {balance_ntypes}: node data {ntype}/{balance_ntypes} "
+                        f"must be one value per node, has shape {arr.shape}"
+                    )
+                values[offsets[t] : offsets[t + 1]] = arr.astype(np.int64)
+                found = True
+        if not found:
+            known = sorted({k for feats in graph.ndata.values() for k in feats})
+            raise PartitionOptionError(
+                f"--balance-ntypes {balance_ntypes}: no node data of that name",
+                hint=f"node data in this graph: {', '.join(known) or 'none'}",
+            )
+        for v in np.unique(values[values >= 0]):
+            cols.append((values == v).astype(np.int32))
+            names.append(f"{balance_ntypes}={v}")
+    if balance_edges:
+        deg = np.zeros(n, np.int64)
+        for etype, (_, dst) in graph.edges.items():
+            d = graph.ntypes.index(etype[2])
+            deg[offsets[d] : offsets[d + 1]] += np.bincount(dst, minlength=graph.num_nodes[etype[2]])
+        cols.append(np.minimum(deg, 2**31 - 1).astype(np.int32))
+        names.append("in-degree")
+    keep = [i for i, c in enumerate(cols) if c.any()]
+    weights = np.ascontiguousarray(np.stack([cols[i] for i in keep], axis=1))
+    return weights, [names[i] for i in keep]
+
+
+def partition_graph(
+    graph: Graph,
+    graph_name: str,
+    num_parts: int,
+    out: str | Path,
+    *,
+    method: str = "metis",
+    halo_hops: int = 1,
+    balance_train: bool = True,
+    balance_ntypes: str | None = None,
+    balance_edges: bool = False,
+    objtype: str = "cut",
+    imbalance: float = 1.03,
+    seed: int = 0,
+    trainers_per_machine: int = 1,
+    overwrite: bool = False,
+    reporter: ProgressReporter | None = None,
+) -> dict[str, Any]:
+    """Partition ``graph`` into ``num_parts`` parts and write ``out/graph_name.json`` plus shards.
+
+    Returns the part config that was written (the quality report is under ``"quality"``).
+    The folder appears only when complete; on any error nothing is left behind.
+    """
+    _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
+                   trainers_per_machine)
+    phases = _Phases(reporter or _Silent())
+    out = Path(out)
+    n = graph.total_nodes
+    num_pieces = num_parts * trainers_per_machine
+
+    with atomic_output_dir(out, overwrite) as tmp:
+        weights, weight_names = None, []
+        indptr = indices = None
+        if method != "random":
+            with phases("symmetrize", f"{graph.total_edges:,} edges -> undirected CSR"):
+                src, dst = _homogeneous_edges(graph)
+                indptr, indices = symmetric_csr(src, dst, n)
+                del src, dst
+            weights, weight_names = balance_weights(
+                graph, balance_train=balance_train, balance_ntypes=balance_ntypes,
+                balance_edges=balance_edges,
+            )
+        detail = f"{num_pieces} parts"
+        if weight_names:
+            detail += f", balancing {', '.join(weight_names)}"
+        with phases("assign", f"{method}: {detail}"):
+            piece = assign_parts(
+                method, indptr if indptr is not None else np.zeros(n + 1, np.int32),
+                indices if indices is not None else np.zeros(0, np.int32), num_pieces,
+                vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
+            )
+            del indptr, indices
+        piece = np.asarray(piece, dtype=np.int64)
+        part = piece // trainers_per_machine if trainers_per_machine > 1 else piece
+        with phases("relabel", "contiguous id ranges per part and type"):
+            nodes = relabel_nodes(graph, part, num_parts)
+            sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts)
+        writer = ShardWriter(tmp)
+        config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
+                              edge_ranges)
+        part_stats = []
+        with phases("write", f"{num_parts} parts, halo {halo_hops} hop(s)"):
+            for p in range(num_parts):
+                entry, stats = write_part(
+                    writer, p, graph, nodes, sorted_edges, edge_ranges, halo_hops,
+                    piece if trainers_per_machine > 1 else None,
+                )
+                config[f"part-{p}"] = entry
+                part_stats.append(stats)
+            config["orig_nids"] = {
+                t: writer.save(f"orig_nids/{i}_{safe_name(t)}.npy", nodes.orig[i])
+                for i, t in enumerate(graph.ntypes)
+            }
+            config["orig_eids"] = {
+                etype_key(et): writer.save(f"orig_eids/{i}_{safe_name(etype_key(et))}.npy", se.order)
+                for i, (et, se) in enumerate(zip(graph.edges, sorted_edges, strict=True))
+            }
+        config.update(
+            {
+                "num_trainers_per_machine": trainers_per_machine,
+                "balance": weight_names,
+                "objtype": objtype if method == "metis" else None,
+                "imbalance": imbalance,
+                "seed": seed,
+                "feature_schema": _feature_schema(graph, trainers_per_machine > 1),
+                "files": writer.files,
+            }
+        )
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        config["quality"] = quality_report(graph, part, part_stats, phases.times, peak)
+        write_config(tmp / f"{graph_name}.json", config)
+    config["_path"] = str(out / f"{graph_name}.json")
+    config["_dir"] = str(out)
+    return config
+
+
+def _check_options(
+    graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int, objtype: str,
+    imbalance: float, trainers_per_machine: int,
+) -> None:
+    if not graph_name or not all(c.isalnum() or c in "-_." for c in graph_name):
+        raise PartitionOptionError(
+            f"graph name {graph_name!r} must be non-empty letters, digits, '-', '_' or '.'",
+            hint="it names the JSON file and the shared memory of the job",
+        )
+    if num_parts < 1:
+        raise PartitionOptionError(f"--num-parts must be at least 1, got {num_parts}")
+    if num_parts * trainers_per_machine > graph.total_nodes:
+        raise PartitionOptionError(
+            f"--num-parts {num_parts} x --trainers-per-machine {trainers_per_machine} exceeds the "
+            f"number of nodes ({graph.total_nodes})"
+        )
+    if method not in METHODS:
+        raise PartitionOptionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if halo_hops not in (0, 1, 2):
+        raise PartitionOptionError(f"--halo-hops must be 0, 1 or 2, got {halo_hops}")
+    if objtype not in ("cut", "vol"):
+        raise PartitionOptionError(f"--objtype must be 'cut' or 'vol', got {objtype!r}")
+    if not 1.0 < imbalance <= 2.0:
+        raise PartitionOptionError(f"--imbalance must be in (1.0, 2.0], got {imbalance}")
+    if trainers_per_machine < 1:
+        raise PartitionOptionError(
+            f"--trainers-per-machine must be at least 1, got {trainers_per_machine}"
+        )
+
+
+def _homogeneous_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    if len(graph.edges) == 1:
+        return next(iter(graph.edges.values()))
+    offsets = graph.node_offsets()
+    tid = {t: i for i, t in enumerate(graph.ntypes)}
+    src = np.concatenate([offsets[tid[et[0]]] + s for et, (s, _) in graph.edges.items()])
+    dst = np.concatenate([offsets[tid[et[2]]] + d for et, (_, d) in graph.edges.items()])
+    return src, dst
+
+
+def _base_config(
+    graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int,
+    node_ranges: np.ndarray, edge_ranges: np.ndarray,
+) -> dict[str, Any]:
+    return {
+        "graph_name": graph_name,
+        "num_nodes": graph.total_nodes,
+        "num_edges": graph.total_edges,
+        "part_method": method,
+        "num_parts": num_parts,
+        "halo_hops": halo_hops,
+        "node_map": {t: node_ranges[:, i].tolist() for i, t in enumerate(graph.ntypes)},
+        "edge_map": {etype_key(et): edge_ranges[:, i].tolist() for i, et in enumerate(graph.edges)},
+        "ntypes": {t: i for i, t in enumerate(graph.ntypes)},
+        "etypes": {etype_key(et): i for i, et in enumerate(graph.edges)},
+        "format_version": FORMAT_VERSION,
+        "created_by": f"dglctl {__version__}",
+        "num_nodes_per_type": dict(graph.num_nodes),
+        "num_edges_per_type": {etype_key(et): graph.num_edges(et) for et in graph.edges},
+    }
+
+
+def _feature_schema(graph: Graph, with_trainer_id: bool) -> dict[str, Any]:
+    node = {
+        f"{t}/{name}": {"dtype": arr.dtype.str, "shape": list(arr.shape[1:])}
+        for t, feats in graph.ndata.items()
+        for name, arr in feats.items()
+    }
+    if with_trainer_id:
+        for t in graph.ntypes:
+            node[f"{t}/trainer_id"] = {"dtype": np.dtype(np.int64).str, "shape": []}
+    edge = {
+        f"{etype_key(et)}/{name}": {"dtype": arr.dtype.str, "shape": list(arr.shape[1:])}
+        for et, feats in graph.edata.items()
+        for name, arr in feats.items()
+    }
+    return {"node": node, "edge": edge}

@@ -1,0 +1,199 @@
+"""Invariants of written partitions, checked on small homogeneous and heterogeneous graphs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partitioner import load_partition, load_partition_book, partition_graph
+from partitioner.errors import OutputExistsError, PartitionOptionError
+from partitioner.format import read_config
+from partitioner.graph import etype_key
+from partitioner.loader import load_orig_ids
+from tests.conftest import community_graph, hetero_graph
+
+METHODS = ["metis", "random", "kaminpar"]
+
+
+def _new_edges(graph, cfg):
+    """Input edges in relabeled homogeneous ids, indexed by new homogeneous edge id."""
+    orig_n, orig_e = load_orig_ids(cfg)
+    book = load_partition_book(cfg)
+    E = cfg["num_edges"]
+    src_new = np.full(E, -1, np.int64)
+    dst_new = np.full(E, -1, np.int64)
+    for et, (s, d) in graph.edges.items():
+        # new per-type id of each old per-type id, then homogeneous
+        inv_s = np.argsort(orig_n[et[0]])
+        inv_d = np.argsort(orig_n[et[2]])
+        order = orig_e[et]  # old per-type eid of each new per-type eid
+        homo_e = book.map_to_homo_eid(np.arange(len(order)), et)
+        src_new[homo_e] = book.map_to_homo_nid(inv_s[s[order]], et[0])
+        dst_new[homo_e] = book.map_to_homo_nid(inv_d[d[order]], et[2])
+    return src_new, dst_new
+
+
+def _check_invariants(graph, cfg, halo_hops):
+    P = cfg["num_parts"]
+    N, E = cfg["num_nodes"], cfg["num_edges"]
+    book = load_partition_book(cfg)
+    # Ranges are contiguous, part-major then type, and cover [0, N) / [0, E).
+    for key, total in (("node_map", N), ("edge_map", E)):
+        types = sorted(cfg["ntypes" if key == "node_map" else "etypes"],
+                       key=(cfg["ntypes"] if key == "node_map" else cfg["etypes"]).get)
+        flat = [cfg[key][t][p] for p in range(P) for t in types]
+        assert flat[0][0] == 0 and flat[-1][1] == total
+        for a, b in zip(flat, flat[1:], strict=False):
+            assert a[1] == b[0]
+    src_new, dst_new = _new_edges(graph, cfg)
+    owned_count = np.zeros(N, int)
+    edge_seen = np.zeros(E, int)
+    orig_n, _ = load_orig_ids(cfg)
+    for p in range(P):
+        part = load_partition(cfg, p)
+        lo, hi = part.owned_range
+        owned_count[lo:hi] += 1
+        assert np.all(book.nid2partid(np.arange(lo, hi)) == p)
+        s, d, eids, _ = part.inner_edges()
+        edge_seen[eids] += 1
+        # Stored edges are the input edges, and inner means destination owned.
+        assert np.array_equal(s, src_new[eids]) and np.array_equal(d, dst_new[eids])
+        assert np.all((d >= lo) & (d < hi))
+        # Halo: exactly the non-owned in-neighbours within halo_hops.
+        frontier = np.arange(lo, hi)
+        reach = set()
+        seen = set(frontier.tolist())
+        for _ in range(halo_hops):
+            nxt = np.unique(src_new[np.isin(dst_new, frontier)])
+            nxt = np.array([v for v in nxt.tolist() if v not in seen], np.int64)
+            reach.update(nxt.tolist())
+            seen.update(nxt.tolist())
+            frontier = nxt
+        assert set(part.halo_nids.tolist()) == reach
+        assert len(part.halo_nids) == len(reach)
+        if halo_hops >= 1:
+            ls, ld, leids, inner = part.local_graph()
+            assert np.all(ls >= 0) and np.all(ld >= 0)
+            assert np.array_equal(part.local_nids[ls], src_new[leids])
+            assert np.array_equal(part.local_nids[ld], dst_new[leids])
+            assert np.array_equal(inner, (ld < part.num_owned))
+        # Features round-trip through the original ids.
+        for key, arr in part.node_feats().items():
+            ntype, name = key.split("/", 1)
+            if name == "trainer_id":
+                continue
+            pt = book.partid2nids(p, ntype)
+            np.testing.assert_array_equal(arr, graph.ndata[ntype][name][orig_n[ntype][pt]])
+        _, orig_e = load_orig_ids(cfg)
+        for key, arr in part.edge_feats().items():
+            ek, name = key.rsplit("/", 1)
+            et = tuple(ek.split(":"))
+            pt = book.partid2eids(p, et)
+            np.testing.assert_array_equal(arr, graph.edata[et][name][orig_e[et][pt]])
+    assert np.all(owned_count == 1), "every node owned by exactly one part"
+    assert np.all(edge_seen == 1), "every edge stored exactly once as inner"
+    # Original ids are permutations.
+    for t, n in graph.num_nodes.items():
+        assert np.array_equal(np.sort(orig_n[t]), np.arange(n))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("halo_hops", [0, 1, 2])
+def test_homogeneous_invariants(tmp_path, method, halo_hops):
+    g = community_graph()
+    cfg = partition_graph(g, "g", 3, tmp_path / "out", method=method, halo_hops=halo_hops)
+    _check_invariants(g, read_config(tmp_path / "out" / "g.json"), halo_hops)
+    assert cfg["quality"]["edge_cut"] >= 0
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("halo_hops", [1, 2])
+def test_hetero_invariants(tmp_path, method, halo_hops):
+    g = hetero_graph()
+    partition_graph(g, "h", 2, tmp_path / "out", method=method, halo_hops=halo_hops)
+    cfg = read_config(tmp_path / "out")
+    assert set(cfg["node_map"]) == {"paper", "author"}
+    assert set(cfg["edge_map"]) == {etype_key(e) for e in g.edges}
+    _check_invariants(g, cfg, halo_hops)
+
+
+def test_metis_balance_and_cut(tmp_path):
+    g = community_graph(n=800, k=4)
+    cfg = partition_graph(g, "g", 4, tmp_path / "m", method="metis", balance_edges=True,
+                          imbalance=1.05)
+    q = cfg["quality"]
+    assert cfg["balance"] == ["nodes", "train", "in-degree"]
+    assert q["balance"]["nodes"] <= 1.05 + 0.02
+    assert q["balance"]["train_nodes"] <= 1.05 + 0.05
+    rnd = partition_graph(g, "g", 4, tmp_path / "r", method="random")
+    # Planted communities: METIS cuts far fewer edges than random assignment.
+    assert q["edge_cut"] < 0.5 * rnd["quality"]["edge_cut"]
+
+
+def test_same_seed_same_output(tmp_path):
+    g = community_graph()
+    a = partition_graph(g, "g", 3, tmp_path / "a", seed=7)
+    b = partition_graph(g, "g", 3, tmp_path / "b", seed=7)
+    assert a["files"] == b["files"]  # same bytes, by checksum
+    assert a["node_map"] == b["node_map"]
+
+
+def test_trainers_per_machine(tmp_path):
+    g = community_graph()
+    cfg = partition_graph(g, "g", 2, tmp_path / "o", trainers_per_machine=2)
+    for p in range(2):
+        tid = load_partition(cfg, p).node_feats()["_N/trainer_id"]
+        assert set(np.unique(tid).tolist()) <= {2 * p, 2 * p + 1}
+    assert cfg["feature_schema"]["node"]["_N/trainer_id"]["shape"] == []
+
+
+def test_config_keeps_dgl_schema(tmp_path):
+    g = community_graph()
+    partition_graph(g, "g", 2, tmp_path / "o")
+    raw = json.loads((tmp_path / "o" / "g.json").read_text())
+    for key in ("graph_name", "num_nodes", "num_edges", "part_method", "num_parts", "halo_hops",
+                "node_map", "edge_map", "ntypes", "etypes", "part-0", "part-1"):
+        assert key in raw
+    assert raw["node_map"]["_N"][0][0] == 0
+    assert raw["etypes"] == {"_N:_E:_N": 0}
+    assert set(raw["part-0"]) >= {"node_feats", "edge_feats", "part_graph"}
+
+
+def test_bad_options(tmp_path):
+    g = community_graph(n=50)
+    with pytest.raises(PartitionOptionError, match="at least 1"):
+        partition_graph(g, "g", 0, tmp_path / "o")
+    with pytest.raises(PartitionOptionError, match="exceeds the number of nodes"):
+        partition_graph(g, "g", 51, tmp_path / "o")
+    with pytest.raises(PartitionOptionError, match="balance-ntypes"):
+        partition_graph(g, "g", 2, tmp_path / "o", balance_ntypes="nope")
+    assert not (tmp_path / "o").exists()
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    g = community_graph(n=100)
+    partition_graph(g, "g", 2, tmp_path / "o")
+    with pytest.raises(OutputExistsError):
+        partition_graph(g, "g", 2, tmp_path / "o")
+    partition_graph(g, "g", 3, tmp_path / "o", overwrite=True)
+    assert read_config(tmp_path / "o")["num_parts"] == 3
+    # A folder that is not a partition is never replaced.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("precious")
+    with pytest.raises(OutputExistsError, match="refusing"):
+        partition_graph(g, "g", 2, tmp_path / "notes", overwrite=True)
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "precious"
+
+
+def test_failure_leaves_nothing(tmp_path, monkeypatch):
+    import partitioner.pipeline as pl
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(pl, "write_part", boom)
+    with pytest.raises(RuntimeError):
+        partition_graph(community_graph(n=100), "g", 2, tmp_path / "o")
+    assert list(tmp_path.iterdir()) == []
