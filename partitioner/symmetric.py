@@ -8,8 +8,7 @@ from .errors import PartitionInputError, PartitionOptionError
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
-# Edges are packed into int64 keys chunk by chunk so that only one full-size int64 array (the
-# keys) is alive at a time; a chunk's temporary is 8 MB.
+# Edge endpoints are narrowed to int32 in chunks of this many (an 8 MB int64 temporary).
 _CHUNK = 1 << 20
 
 
@@ -39,8 +38,8 @@ def symmetric_csr(
             f"edge endpoints must be integers, got {src.dtype} and {dst.dtype}"
         )
     if not (src.dtype == dst.dtype and src.dtype in (np.int32, np.int64)):
-        # One signed width for both keeps the packing below exact (uint64 ids past int64 turn
-        # negative and are reported as such).
+        # One signed dtype for both, so the range check below sees every id as it is (uint64
+        # ids past the int64 range turn negative and are reported as such).
         src = src.astype(np.int64)
         dst = dst.astype(np.int64)
     if n < 0:
@@ -50,31 +49,81 @@ def symmetric_csr(
             f"{n} nodes do not fit METIS's 32-bit ids (at most {INT32_MAX})",
             hint="partition a smaller graph, or a coarsened one",
         )
-    if src.size == 0:
+    if n == 0 or src.size == 0:
+        if src.size:
+            raise PartitionInputError(f"edge list holds node ids, but num_nodes is {n}")
         return np.zeros(n + 1, np.int32), np.zeros(0, np.int32)
 
-    shift = max(1, (n - 1).bit_length())
-    keys = _pack_undirected(src, dst, n, shift)
-    keys = _sort(keys)
-    if keys[0] < 0:
-        # The smallest key carries the smallest id in its high bits; negative means a negative id.
-        raise PartitionInputError(f"edge list holds negative node ids (num_nodes={n})")
+    return _build(src, dst, n)
 
-    # Unique undirected pairs: sorted keys make duplicates adjacent.
-    first = np.empty(keys.size, dtype=bool)
-    first[0] = True
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    keys = keys[first]
-    del first
-    lo = (keys >> shift).astype(np.int32)
-    hi = (keys & ((1 << shift) - 1)).astype(np.int32)
-    del keys
-    loops = lo == hi
-    if loops.any():
-        keep = ~loops
-        lo = lo[keep]
-        hi = hi[keep]
-    del loops
+
+def _endpoints(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Smaller and larger endpoint of every edge as int32 arrays; checks ids lie in [0, n).
+
+    Works chunk by chunk so that no full-size int64 temporary is ever allocated.
+    """
+    m = src.size
+    lo = np.empty(m, dtype=np.int32)
+    hi = np.empty(m, dtype=np.int32)
+    tmp = np.empty(min(_CHUNK, m), dtype=src.dtype)
+    low, top = 0, 0
+    for start in range(0, m, _CHUNK):
+        stop = min(start + _CHUNK, m)
+        part = tmp[: stop - start]
+        np.minimum(src[start:stop], dst[start:stop], out=part)
+        low = min(low, int(part.min()))
+        lo[start:stop] = part
+        np.maximum(src[start:stop], dst[start:stop], out=part)
+        top = max(top, int(part.max()))
+        hi[start:stop] = part
+    if low < 0:
+        raise PartitionInputError(f"edge list holds negative node id {low}")
+    if top >= n:
+        raise PartitionInputError(f"edge list holds node id {top}, but num_nodes is {n}")
+    return lo, hi
+
+
+def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The work of :func:`symmetric_csr` on validated input, in one frame so ``del`` frees.
+
+    Distinct pairs ``lo < hi`` come from a two-pass LSD radix sort made of scipy's CSR->CSC
+    transposition, a stable counting sort (scipy marks its output as sorted): first by ``hi``,
+    carrying ``lo`` as the data of a one-row matrix, then by ``lo``, which leaves each ``lo``
+    group's ``hi`` values ascending so duplicates sit side by side. It is linear and int32
+    throughout: on 20M edges it is faster than sorting int64 keys with numpy (1.4 s) or torch's
+    radix sort, and needs about half their memory.
+
+    The pairs, sorted by ``(lo, hi)``, then go through scipy's COO->CSR (also a stable counting
+    sort) reversed ones first. Row ``r`` thus receives its neighbours ``< r`` in ascending order,
+    then those ``> r``, ascending too: rows come out sorted and free of duplicates, so scipy's
+    duplicate summing shrinks to its linear canonical-format check.
+    """
+    import scipy.sparse as sp
+
+    lo, hi = _endpoints(src, dst, n)
+    m = lo.size
+    # indptr in the indices' dtype, so scipy keeps the int32 arrays as they are (no copies).
+    one_row = np.array([0, m], dtype=np.int32 if m <= INT32_MAX else np.int64)
+    by_hi = sp.csr_array((lo, hi, one_row), shape=(1, n)).tocsc()
+    del lo, hi
+    hi_ptr, lo = by_hi.indptr, by_hi.data
+    del by_hi
+    by_lo = sp.csr_array((np.ones(m, dtype=np.int8), lo, hi_ptr), shape=(n, n)).tocsc()
+    del lo, hi_ptr
+    lo_ptr, hi = by_lo.indptr, by_lo.indices
+    del by_lo
+    lo = np.repeat(np.arange(n, dtype=np.int32), np.diff(lo_ptr))
+    keep = np.empty(m, dtype=bool)
+    keep[0] = True
+    np.not_equal(hi[1:], hi[:-1], out=keep[1:])
+    # A group's first entry is new even when it repeats the previous group's last hi.
+    group_starts = lo_ptr[:-1]
+    keep[group_starts[group_starts < lo_ptr[1:]]] = True
+    del group_starts, lo_ptr
+    keep &= hi != lo  # self loops
+    lo = lo[keep]
+    hi = hi[keep].astype(np.int32, copy=False)
+    del keep
 
     nnz = 2 * lo.size
     if nnz > INT32_MAX:
@@ -83,58 +132,10 @@ def symmetric_csr(
             f"limit of {INT32_MAX}",
             hint="partition a smaller or sparser graph",
         )
-    return _both_directions(lo, hi, n)
-
-
-def _pack_undirected(src: np.ndarray, dst: np.ndarray, n: int, shift: int) -> np.ndarray:
-    """Pack each edge as the int64 key ``min << shift | max``; checks ids are ``< n``."""
-    keys = np.minimum(src, dst, dtype=np.int64)
-    keys <<= shift
-    top = -1
-    hi = np.empty(min(_CHUNK, src.size), dtype=src.dtype)
-    for start in range(0, src.size, _CHUNK):
-        stop = min(start + _CHUNK, src.size)
-        part = hi[: stop - start]
-        np.maximum(src[start:stop], dst[start:stop], out=part)
-        top = max(top, int(part.max()))
-        keys[start:stop] |= part
-    if top >= n:
-        raise PartitionInputError(f"edge list holds node id {top}, but num_nodes is {n}")
-    return keys
-
-
-def _sort(keys: np.ndarray) -> np.ndarray:
-    """Sort int64 keys, with torch's parallel radix sort when torch is importable.
-
-    On 20M keys torch.sort takes ~0.4 s on 2 cores against ~1.4 s for numpy's sort, because for
-    1-D integer tensors it runs a radix sort on all intra-op threads.
-    """
-    try:
-        import torch
-    except ImportError:
-        keys.sort()
-        return keys
-    values, order = torch.sort(torch.from_numpy(keys))
-    del order  # int64 positions, as large as the keys: free them at once
-    return values.numpy()
-
-
-def _both_directions(lo: np.ndarray, hi: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR holding ``lo -> hi`` and ``hi -> lo`` for unique pairs sorted by ``(lo, hi)``, lo < hi.
-
-    scipy's COO->CSR step is a stable counting sort (linear time). Feeding it the reversed
-    pairs first puts, in row ``r``, the neighbours ``< r`` (ascending, as the pairs are sorted
-    by ``lo``) ahead of the neighbours ``> r`` (ascending too): rows come out sorted and free of
-    duplicates, so scipy's duplicate summing reduces to its linear canonical-format check.
-    """
-    import scipy.sparse as sp
-
     rows = np.concatenate([hi, lo])
     cols = np.concatenate([lo, hi])
     del lo, hi
-    ones = np.ones(rows.size, dtype=np.int8)
+    ones = np.ones(nnz, dtype=np.int8)
     csr = sp.coo_array((ones, (rows, cols)), shape=(n, n)).tocsr()
     del rows, cols, ones
-    indptr = csr.indptr.astype(np.int32, copy=False)
-    indices = csr.indices.astype(np.int32, copy=False)
-    return indptr, indices
+    return csr.indptr.astype(np.int32, copy=False), csr.indices.astype(np.int32, copy=False)

@@ -52,8 +52,7 @@ def load_libmetis() -> ModuleType:
     with _load_lock:
         if _metis is None:
             module = _import_metis()
-            dll = getattr(module, "_dll", None)
-            new_layout = dll is not None and hasattr(dll, "METIS_CacheFriendlyReordering")
+            new_layout = hasattr(module._dll, "METIS_CacheFriendlyReordering")
             _seed_index = _SEED_INDEX_52 if new_layout else _SEED_INDEX_51
             _metis = module
         return _metis
@@ -78,6 +77,10 @@ def _import_metis() -> ModuleType:
         if module is None:
             tried = "; ".join(failures) if failures else "no libmetis found"
             raise BackendUnavailable(f"cannot load libmetis ({tried})", hint=_INSTALL_HINT)
+    if getattr(module, "_dll", None) is None:
+        # Imported earlier with METIS_DLL=SKIP (the wrapper's install-time mode): unusable.
+        raise BackendUnavailable("the metis wrapper was imported without libmetis",
+                                 hint=_INSTALL_HINT)
     if ctypes.sizeof(module.idx_t) != 4:
         raise BackendUnavailable(
             "the metis wrapper is set to 64-bit ids (METIS_IDXTYPEWIDTH=64); this partitioner "
