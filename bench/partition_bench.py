@@ -26,7 +26,8 @@ def main() -> int:
     ap.add_argument("--avg-degree", type=float, default=20.0)
     ap.add_argument("--parts", type=int, default=4)
     ap.add_argument("--method", default="metis")
-    ap.add_argument("--repeat", type=int, default=1, help="whole-run repetitions (median)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="repetitions of each measurement, interleaved (median)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = ap.parse_args()
@@ -53,15 +54,15 @@ def main() -> int:
     indptr, indices = symmetric_csr(src, dst, graph.total_nodes)
     weights, names = balance_weights(graph, balance_train=True, balance_edges=True)
     del src, dst
-    t0 = time.perf_counter()
-    assign_parts(args.method, indptr, indices, args.parts, vweights=weights, seed=0)
-    alone = time.perf_counter() - t0
-    print(f"{args.method} call alone: {alone:.2f}s ({args.parts} parts, constraints: {', '.join(names)})")
-    del graph, indptr, indices, weights
+    del graph
 
-    # 2. The whole command, in a child process so its peak RSS is its own.
-    wholes, config = [], None
+    # 2. The whole command, in a child process so its peak RSS is its own. Runs alternate
+    # with the METIS-alone runs so both see the same machine load (this machine is shared).
+    alones, wholes, config = [], [], None
     for i in range(args.repeat):
+        t0 = time.perf_counter()
+        assign_parts(args.method, indptr, indices, args.parts, vweights=weights, seed=0)
+        alones.append(time.perf_counter() - t0)
         out = work / f"parts{i}"
         cmd = [sys.executable, "-m", "dglctl", "-q", "partition", "--input", str(npz),
                "--graph-name", "bench", "--num-parts", str(args.parts), "--method", args.method,
@@ -74,6 +75,10 @@ def main() -> int:
             return 1
         config = json.loads(proc.stdout)
     whole = float(np.median(wholes))
+    alone = float(np.median(alones))
+    print(f"{args.method} call alone: {alone:.2f}s (median of {[round(a, 2) for a in alones]}; "
+          f"{args.parts} parts, constraints: {', '.join(names)})")
+    print(f"whole runs: {[round(w, 2) for w in wholes]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     q = config["quality"]
     phases = {"read": config["read_seconds"], **q["phase_seconds"]}

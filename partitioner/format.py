@@ -50,15 +50,36 @@ class ShardWriter:
     """Writes ``.npy`` files under a root folder, recording each file's size and checksum.
 
     The checksum is computed from the bytes as they are written (header, then the array's
-    buffer), so no file is read back.
+    buffer), so no file is read back. With ``background=True`` writes run on a worker thread
+    (the caller must not modify an array after handing it over); ``wait()`` joins them and
+    re-raises the first failure.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, background: bool = False) -> None:
         self.root = Path(root)
         self.files: dict[str, dict[str, Any]] = {}
+        self._background = background
+        self._pending: list[Any] = []
 
     def save(self, relpath: str, array: np.ndarray) -> str:
         """Write ``array`` to ``root/relpath`` as .npy and return ``relpath``."""
+        if self._background:
+            from .parallel import submit
+
+            self._pending.append(submit(self._write, relpath, array))
+        else:
+            self._write(relpath, array)
+        return relpath
+
+    def wait(self) -> None:
+        """Block until every background write has finished; raise the first error."""
+        pending, self._pending = self._pending, []
+        errors = [f.exception() for f in pending]
+        for e in errors:
+            if e is not None:
+                raise e
+
+    def _write(self, relpath: str, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array)
         path = self.root / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +93,6 @@ class ShardWriter:
                 f.write(buf)
                 digest.update(buf)
         self.files[relpath] = {"size": path.stat().st_size, CHECKSUM_ALGO: digest.hexdigest()}
-        return relpath
 
 
 def _npy_header(array: np.ndarray) -> bytes:

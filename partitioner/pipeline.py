@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import resource
 import time
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from .errors import PartitionOptionError
 from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
 from .graph import Graph, etype_key
 from .methods import METHODS, assign_parts
-from .relabel import relabel_nodes, sort_edges
+from .parallel import submit
+from .relabel import presort_edges, relabel_nodes, sort_edges
 from .report import quality_report
 from .shards import write_part
 from .symmetric import symmetric_csr
@@ -51,6 +53,17 @@ class _Phases:
         dt = time.perf_counter() - t0
         self.times[name] = self.times.get(name, 0.0) + dt
         self.reporter.phase_end(name, dt)
+
+
+@contextlib.contextmanager
+def _drained(writer: ShardWriter) -> Iterator[None]:
+    """On failure, let background writes finish before the temporary folder is removed."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writer.wait()
+        raise
 
 
 def balance_weights(
@@ -171,22 +184,28 @@ def partition_graph(
         if weight_names:
             detail += f", balancing {', '.join(weight_names)}"
         with phases("assign", f"{method}: {detail}"):
-            piece = assign_parts(
-                method, indptr if indptr is not None else np.zeros(n + 1, np.int32),
+            # The backend runs on a worker thread (METIS and KaMinPar release the GIL) while
+            # this thread presorts the edges, which needs no assignment.
+            future = submit(functools.partial(
+                assign_parts, method,
+                indptr if indptr is not None else np.zeros(n + 1, np.int32),
                 indices if indices is not None else np.zeros(0, np.int32), num_pieces,
                 vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
-            )
+            ))
             del indptr, indices
+            presorted = presort_edges(graph)
+            piece = future.result()
         piece = np.asarray(piece, dtype=np.int64)
         part = piece // trainers_per_machine if trainers_per_machine > 1 else piece
         with phases("relabel", "contiguous id ranges per part and type"):
             nodes = relabel_nodes(graph, part, num_parts)
-            sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts)
-        writer = ShardWriter(tmp)
+            sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
+            del presorted
+        writer = ShardWriter(tmp, background=True)
         config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
                               edge_ranges)
         part_stats = []
-        with phases("write", f"{num_parts} parts, halo {halo_hops} hop(s)"):
+        with phases("write", f"{num_parts} parts, halo {halo_hops} hop(s)"), _drained(writer):
             for p in range(num_parts):
                 entry, stats = write_part(
                     writer, p, graph, nodes, sorted_edges, edge_ranges, halo_hops,
@@ -202,6 +221,7 @@ def partition_graph(
                 etype_key(et): writer.save(f"orig_eids/{i}_{safe_name(etype_key(et))}.npy", se.order)
                 for i, (et, se) in enumerate(zip(graph.edges, sorted_edges, strict=True))
             }
+            writer.wait()
         config.update(
             {
                 "num_trainers_per_machine": trainers_per_machine,
@@ -210,7 +230,7 @@ def partition_graph(
                 "imbalance": imbalance,
                 "seed": seed,
                 "feature_schema": _feature_schema(graph, trainers_per_machine > 1),
-                "files": writer.files,
+                "files": dict(sorted(writer.files.items())),
             }
         )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -26,12 +26,7 @@ def quality_report(
     The edge cut counts directed edges whose endpoints lie in different parts.
     """
     offsets = graph.node_offsets()
-    tid = {t: i for i, t in enumerate(graph.ntypes)}
-    cut = 0
-    for etype, (src, dst) in graph.edges.items():
-        ps = part[offsets[tid[etype[0]]] + src]
-        pd = part[offsets[tid[etype[2]]] + dst]
-        cut += int(np.count_nonzero(ps != pd))
+    cut = sum(s.cut_edges for s in part_stats)
     num_parts = len(part_stats)
     train = np.zeros(num_parts, np.int64)
     for t, ntype in enumerate(graph.ntypes):

@@ -18,6 +18,7 @@ class PartStats:
 
     num_nodes: int
     num_edges: int
+    cut_edges: int
     num_halo: list[int]
 
 
@@ -64,6 +65,7 @@ def write_part(
     owned_hi = int(nodes.ranges[p, -1, 1])
     total_nodes = int(nodes.new_of_old.shape[0])
     num_edges = 0
+    cut_edges = 0
     # Sources of inner edges, marked over the homogeneous id space (O(n) and no sort).
     mark = np.zeros(total_nodes, bool) if halo_hops > 0 else None
     for e, (etype, se) in enumerate(zip(graph.edges, sorted_edges, strict=True)):
@@ -73,6 +75,8 @@ def write_part(
         b0, b1 = int(se.part_bounds[p]), int(se.part_bounds[p + 1])
         indices = se.src_new[b0:b1]
         num_edges += b1 - b0
+        # Inner edges whose source another part owns: summed over parts, the edge cut.
+        cut_edges += len(indices) - int(np.count_nonzero((indices >= owned_lo) & (indices < owned_hi)))
         key = etype_key(etype)
         entry["csc"][key] = {
             "indptr": writer.save(f"{prefix}/graph/{e}_indptr.npy", indptr),
@@ -122,7 +126,7 @@ def write_part(
             rel = f"{prefix}/node_feat/{t}_trainer_id.npy"
             node_files[f"{ntype}/trainer_id"] = writer.save(rel, trainer_piece[offset + rows])
     entry["node_feat_files"] = node_files
-    stats = PartStats(num_nodes=owned_hi - owned_lo, num_edges=num_edges, num_halo=num_halo)
+    stats = PartStats(owned_hi - owned_lo, num_edges, cut_edges, num_halo)
     return entry, stats
 
 

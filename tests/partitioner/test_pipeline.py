@@ -48,6 +48,8 @@ def _check_invariants(graph, cfg, halo_hops):
         for a, b in zip(flat, flat[1:], strict=False):
             assert a[1] == b[0]
     src_new, dst_new = _new_edges(graph, cfg)
+    cut = np.count_nonzero(book.nid2partid(src_new) != book.nid2partid(dst_new))
+    assert cfg["quality"]["edge_cut"] == cut
     owned_count = np.zeros(N, int)
     edge_seen = np.zeros(E, int)
     orig_n, _ = load_orig_ids(cfg)
