@@ -117,15 +117,8 @@ def file_checksum(path: Path) -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
-    """Yield a temporary sibling folder that replaces ``out`` only if the block succeeds.
-
-    Refuses to replace an existing non-empty ``out`` unless ``overwrite``; even then only a
-    folder that holds a partition config is replaced, so a mistyped path loses nothing.
-    On any exception the temporary folder is removed and ``out`` is untouched.
-    """
-    out = Path(out)
+def check_output_dir(out: Path, overwrite: bool) -> None:
+    """Raise OutputExistsError if ``out`` may not be (re)placed; callers check before long work."""
     if out.exists():
         if out.is_file():
             raise OutputExistsError(f"output {out} is a file, not a folder")
@@ -141,6 +134,18 @@ def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
                 "'num_parts'); refusing to replace it even with --overwrite",
                 hint="choose an empty or new --out folder",
             )
+
+
+@contextlib.contextmanager
+def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
+    """Yield a temporary sibling folder that replaces ``out`` only if the block succeeds.
+
+    Refuses to replace an existing non-empty ``out`` unless ``overwrite``; even then only a
+    folder that holds a partition config is replaced, so a mistyped path loses nothing.
+    On any exception the temporary folder is removed and ``out`` is untouched.
+    """
+    out = Path(out)
+    check_output_dir(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     if tmp.exists():

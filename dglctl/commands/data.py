@@ -120,11 +120,13 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name,
     the JSON keeps DGL's schema and adds checksums, a feature schema and a quality report.
     The folder is written under a temporary name and appears only when complete.
     """
+    from partitioner.format import check_output_dir
     from partitioner.pipeline import partition_graph
     from partitioner.readers import read_graph
     from partitioner.report import format_report
 
     display = app.display(json_mode)
+    check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
     progress = PhaseProgress(display, total=5 if method != "random" else 4)
     progress.phase_start("read", str(input_path))
     t0 = time.perf_counter()
