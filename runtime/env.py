@@ -1,0 +1,87 @@
+"""The contract between the launcher and every runtime process, carried in environment variables.
+
+The launcher (dglctl) sets these for each process it starts; the runtime reads them in
+``initialize``. Nothing else crosses from the launcher to the runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+
+from .errors import EnvError
+
+PREFIX = "DGLCTL_"
+ROLES = ("server", "trainer", "sampler")
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    """What one runtime process needs to know about its job and its place in it.
+
+    Attributes:
+        role: ``server``, ``trainer`` or ``sampler``.
+        job_id: the job's id; namespaces shared memory so two jobs never collide.
+        token: the job's secret; every connection must present it.
+        machine_id: this host's line in ip_config.txt (= its partition id).
+        ip_config: path of ip_config.txt on this host.
+        part_config: path of the partition's JSON on this host.
+        num_servers: servers per machine (one main, the rest backups).
+        num_trainers: trainers per machine.
+        num_samplers: sampler processes per trainer.
+        server_id: for servers, 0 (main) .. num_servers - 1.
+        timeout: seconds any wait on a peer may last before it is an error.
+    """
+
+    role: str
+    job_id: str
+    token: str
+    machine_id: int
+    ip_config: str
+    part_config: str
+    num_servers: int = 1
+    num_trainers: int = 1
+    num_samplers: int = 0
+    server_id: int = 0
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise EnvError(f"{PREFIX}ROLE={self.role!r}: expected one of {', '.join(ROLES)}")
+        if not self.job_id or not all(c.isalnum() or c in "-_" for c in self.job_id):
+            raise EnvError(f"{PREFIX}JOB_ID={self.job_id!r}: letters, digits, '-' and '_' only")
+        for name in ("num_servers", "num_trainers"):
+            if getattr(self, name) < 1:
+                raise EnvError(f"{PREFIX}{name.upper()}={getattr(self, name)}: must be >= 1")
+        if not 0 <= self.server_id < self.num_servers:
+            raise EnvError(
+                f"{PREFIX}SERVER_ID={self.server_id}: must be below NUM_SERVERS={self.num_servers}"
+            )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv | None:
+        """Read the contract; None when no role is set (standalone mode, no launcher)."""
+        env = os.environ if environ is None else environ
+        if f"{PREFIX}ROLE" not in env:
+            return None
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            key = PREFIX + f.name.upper()
+            if key not in env:
+                if f.default is not MISSING:
+                    continue
+                raise EnvError(f"{key} is not set", hint="processes must be started by dglctl launch")
+            raw = env[key]
+            try:
+                values[f.name] = (
+                    int(raw) if f.type == "int" else float(raw) if f.type == "float" else raw
+                )
+            except ValueError:
+                raise EnvError(f"{key}={raw!r} is not a valid {f.type}") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+    def to_environ(self) -> dict[str, str]:
+        """The variables that reproduce this contract in a child process."""
+        return {PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}

@@ -1,0 +1,332 @@
+"""Graph server: holds one machine's partition in shared memory and answers requests over ZeroMQ.
+
+One main server per machine loads the partition into shared memory (``ShmArena``); backup
+servers map the same memory. Each server binds one ROUTER socket on its machine's data address
+(never every interface) and serves: handshake, pull/push rows of named tensors, create/delete
+tensors, degrees, find_edges, neighbour sampling, barrier, stats, shutdown. A server exits when
+asked, on SIGTERM/SIGINT, or when every client that connected has gone; the main server then
+removes the job's shared memory of its machine.
+
+Run directly for tests or by hand: ``python -m runtime.server`` reads the env contract.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import zmq
+import zmq.utils.monitor as zmon
+
+from partitioner.format import read_config
+from partitioner.graph import parse_etype_key
+from partitioner.loader import load_partition
+from partitioner.partition_book import RangePartitionBook
+
+from . import __version__
+from .env import RuntimeEnv
+from .errors import DistError
+from .ip_config import read_ip_config
+from .sampling import sample_etype
+from .shm import ShmArena
+from .wire import PROTOCOL_VERSION, pack, unpack
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_MS = 1000
+
+
+def graph_tensor(etype: str, what: str) -> str:
+    """Shared-array name of a part's CSC component (``indptr`` or ``indices``) of ``etype``."""
+    return f"graph:{etype}:{what}"
+
+
+def load_into_shm(arena: ShmArena, config: dict[str, Any], machine_id: int) -> dict[str, Any]:
+    """Copy the machine's partition into shared memory; return the manifest describing it."""
+    part = load_partition(config, machine_id)
+    tensors: dict[str, dict[str, Any]] = {}
+    for etype in config["etypes"]:
+        indptr, indices = part.csc(etype)
+        for what, arr in (("indptr", indptr), ("indices", indices)):
+            arena.put(graph_tensor(etype, what), np.asarray(arr))
+    for key, arr in part.node_feats().items():
+        ntype = key.split("/", 1)[0]
+        arena.put(key, np.asarray(arr))
+        tensors[key] = {"policy": f"node:{ntype}", "dtype": arr.dtype.str, "shape": list(arr.shape[1:])}
+    for key, arr in part.edge_feats().items():
+        etype = key.rsplit("/", 1)[0]
+        arena.put(key, np.asarray(arr))
+        tensors[key] = {"policy": f"edge:{etype}", "dtype": arr.dtype.str, "shape": list(arr.shape[1:])}
+    return {"tensors": tensors, "pid": os.getpid(), "time": time.time()}
+
+
+class GraphServer:
+    """One server process of one machine (``server_id`` 0 is the main server)."""
+
+    def __init__(self, env: RuntimeEnv) -> None:
+        self.env = env
+        self.machines = read_ip_config(env.ip_config)
+        if env.machine_id >= len(self.machines):
+            raise DistError(
+                f"machine id {env.machine_id} is not in {env.ip_config} "
+                f"({len(self.machines)} machines)"
+            )
+        self.machine = self.machines[env.machine_id]
+        self.config = read_config(env.part_config)
+        if self.config["num_parts"] != len(self.machines):
+            raise DistError(
+                f"{env.part_config} has {self.config['num_parts']} parts but {env.ip_config} "
+                f"lists {len(self.machines)} machines",
+                hint="one machine per part",
+            )
+        self.book = RangePartitionBook(self.config, env.machine_id)
+        self.arena = ShmArena(env.job_id, env.machine_id)
+        self.is_main = env.server_id == 0
+        self.tensors: dict[str, np.ndarray] = {}
+        self.policies: dict[str, str] = {}
+        self.barriers: dict[str, list[tuple[bytes, int]]] = {}
+        self.authenticated: set[bytes] = set()
+        self.stats = {"requests": 0, "bytes_in": 0, "bytes_out": 0, "errors": 0}
+        self.started = time.time()
+        self.running = True
+        self.csc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    # --- set-up ------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Main: copy the partition into shared memory. Backup: map what the main published."""
+        if self.is_main:
+            self.arena.cleanup()  # leftovers of a crashed run of the same job id
+            manifest = load_into_shm(self.arena, self.config, self.env.machine_id)
+            self.arena.publish(manifest)
+        else:
+            manifest = self.arena.wait_manifest(self.env.timeout * 3)
+        for name, meta in manifest["tensors"].items():
+            self.tensors[name] = self.arena.attach(name)
+            self.policies[name] = meta["policy"]
+        for etype in self.config["etypes"]:
+            self.csc[etype] = (
+                self.arena.attach(graph_tensor(etype, "indptr"), writable=False),
+                self.arena.attach(graph_tensor(etype, "indices"), writable=False),
+            )
+
+    def serve(self) -> None:
+        """Bind, answer requests until shut down, then release everything."""
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_MS * 3)
+        addr = self.machine.server_addr(self.env.server_id)
+        try:
+            sock.bind(addr)
+        except zmq.ZMQError as e:
+            raise DistError(
+                f"server {self.env.server_id} of machine {self.env.machine_id} cannot listen on "
+                f"{addr}: {e}",
+                hint="the port is in use (another job?) or the address is not on this host",
+            ) from None
+        self._sock = sock
+        monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        connected, seen = 0, 0
+        self._install_signal_handlers()
+        log.info("server %s/%s listening on %s", self.env.machine_id, self.env.server_id, addr)
+        try:
+            while self.running:
+                events = dict(poller.poll(200))
+                if monitor in events:
+                    ev = zmon.recv_monitor_message(monitor)
+                    if ev["event"] == zmq.EVENT_ACCEPTED:
+                        connected += 1
+                        seen += 1
+                    elif ev["event"] == zmq.EVENT_DISCONNECTED:
+                        connected -= 1
+                        if connected <= 0 and seen > 0:
+                            log.info("every client has gone; shutting down")
+                            self.running = False
+                if sock in events:
+                    frames = sock.recv_multipart(copy=False)
+                    self._dispatch(sock, frames[0].bytes, frames[1:])
+        finally:
+            sock.disable_monitor()
+            monitor.close(0)
+            sock.close(0)
+            if self.is_main:
+                self.arena.cleanup()
+
+    def _install_signal_handlers(self) -> None:
+        def stop(signum, frame):  # noqa: ARG001
+            self.running = False
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop)
+
+    # --- requests ----------------------------------------------------------------------------
+    def _dispatch(self, sock: zmq.Socket, ident: bytes, frames: list) -> None:
+        self.stats["requests"] += 1
+        self.stats["bytes_in"] += sum(len(f.buffer) for f in frames)
+        req_id = -1
+        try:
+            header, arrays = unpack(frames)
+            req_id = header.get("id", -1)
+            op = header.get("op")
+            if op == "hello":
+                reply, out = self._hello(ident, header)
+            elif ident not in self.authenticated:
+                raise DistError("not authenticated: send 'hello' with the job token first")
+            else:
+                handler = getattr(self, f"_op_{op}", None)
+                if handler is None:
+                    raise DistError(f"unknown operation {op!r}")
+                result = handler(ident, header, arrays)
+                if result is None:  # deferred reply (barrier)
+                    return
+                reply, out = result
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the client
+            self.stats["errors"] += 1
+            reply, out = {"error": f"{type(e).__name__}: {e}"}, []
+        self._send(sock, ident, req_id, reply, out)
+
+    def _send(self, sock, ident: bytes, req_id: int, reply: dict, out: list) -> None:
+        reply["id"] = req_id
+        frames = pack(reply, out)
+        self.stats["bytes_out"] += sum(len(f) for f in frames)
+        sock.send_multipart([ident, *frames], copy=False)
+
+    def _hello(self, ident: bytes, header: dict) -> tuple[dict, list]:
+        if header.get("version") != PROTOCOL_VERSION:
+            raise DistError(
+                f"protocol version mismatch: server speaks {PROTOCOL_VERSION} (runtime "
+                f"{__version__}), client {header.get('version')} (runtime {header.get('runtime')})"
+            )
+        if header.get("token") != self.env.token:
+            raise DistError(f"job token mismatch: this server belongs to job {self.env.job_id}")
+        self.authenticated.add(ident)
+        return {"machine_id": self.env.machine_id, "server_id": self.env.server_id,
+                "job_id": self.env.job_id, "runtime": __version__}, []
+
+    def _tensor(self, name: str) -> np.ndarray:
+        arr = self.tensors.get(name)
+        if arr is None:
+            if not self.arena.exists(name):
+                raise DistError(f"no tensor named {name!r} on machine {self.env.machine_id}")
+            arr = self.tensors[name] = self.arena.attach(name)
+        return arr
+
+    def _op_ping(self, ident, header, arrays):
+        return {}, []
+
+    def _op_pull(self, ident, header, arrays):
+        return {}, [self._tensor(header["name"])[arrays[0]]]
+
+    def _op_push(self, ident, header, arrays):
+        arr = self._tensor(header["name"])
+        ids, data = arrays
+        if header.get("mode", "set") == "add":
+            np.add.at(arr, ids, data)
+        else:
+            arr[ids] = data
+        return {}, []
+
+    def _op_create(self, ident, header, arrays):
+        if not self.is_main:
+            raise DistError("create must go to the main server (server_id 0)")
+        name = header["name"]
+        exists = self.arena.exists(name)
+        if exists and not header.get("exist_ok", False):
+            raise DistError(f"tensor {name!r} already exists")
+        if exists:
+            have = self._tensor(name)
+            want = (tuple(header["shape"]), np.dtype(header["dtype"]))
+            if (have.shape, have.dtype) != want:
+                raise DistError(f"tensor {name!r} exists with shape {have.shape} and dtype "
+                                f"{have.dtype}, not {want[0]} and {want[1]}")
+        else:
+            self.tensors[name] = self.arena.create(name, tuple(header["shape"]), header["dtype"])
+        self.policies[name] = header["policy"]
+        return {"created": not exists}, []
+
+    def _op_delete(self, ident, header, arrays):
+        self.tensors.pop(header["name"], None)
+        self.arena.delete(header["name"])
+        return {}, []
+
+    def _op_in_degrees(self, ident, header, arrays):
+        indptr, _ = self.csc[header["etype"]]
+        ids = arrays[0]
+        return {}, [np.asarray(indptr[ids + 1] - indptr[ids])]
+
+    def _op_find_edges(self, ident, header, arrays):
+        etype = header["etype"]
+        indptr, indices = self.csc[etype]
+        local = arrays[0]
+        src = np.asarray(indices[local])
+        dst_local = np.searchsorted(indptr, local, side="right") - 1
+        dst_type = parse_etype_key(etype)[2]
+        dst_pt = dst_local + self.book.nodes.typed_start[self.env.machine_id,
+                                                          self.book.nodes.type_index(dst_type)]
+        return {}, [src, self.book.map_to_homo_nid(dst_pt, dst_type)]
+
+    def _op_sample(self, ident, header, arrays):
+        """Sample in-neighbours of local seeds (per-type local ids) of one edge type."""
+        indptr, indices = self.csc[header["etype"]]
+        rng = np.random.default_rng(header.get("seed"))
+        seed_idx, pos = sample_etype(indptr, arrays[0], int(header["fanout"]),
+                                     bool(header.get("replace", False)), rng)
+        lo = self.config["edge_map"][header["etype"]][self.env.machine_id][0]
+        return {}, [seed_idx, np.asarray(indices[pos]), pos + lo]
+
+    def _op_barrier(self, ident, header, arrays):
+        name, count = header["name"], int(header["count"])
+        waiting = self.barriers.setdefault(name, [])
+        waiting.append((ident, header.get("id", -1)))
+        if len(waiting) < count:
+            return None
+        del self.barriers[name]
+        for other, req in waiting[:-1]:
+            self._send(self._sock, other, req, {}, [])
+        return {}, []
+
+    def _op_stats(self, ident, header, arrays):
+        return {**self.stats, "uptime": time.time() - self.started,
+                "clients": len(self.authenticated), "machine_id": self.env.machine_id,
+                "server_id": self.env.server_id, "tensors": sorted(self.tensors)}, []
+
+    def _op_shutdown(self, ident, header, arrays):
+        self.running = False
+        return {}, []
+
+
+def run_server(env: RuntimeEnv) -> None:
+    """Load, serve until shut down, clean up. Used by ``initialize`` in a server process."""
+    server = GraphServer(env)
+    server.load()
+    server.serve()
+
+
+def main() -> int:
+    """``python -m runtime.server``: run one server from the env contract."""
+    logging.basicConfig(level=os.environ.get("DGLCTL_LOG", "WARNING"),
+                        format="%(asctime)s %(name)s %(message)s")
+    env = RuntimeEnv.from_environ()
+    if env is None or env.role != "server":
+        print("runtime.server: DGLCTL_ROLE=server and the rest of the env contract must be set",
+              file=sys.stderr)
+        return 2
+    try:
+        run_server(env)
+    except DistError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Shared memory of one job on one machine: .npy files under /dev/shm, named by job id.
+
+The main server copies its partition here once; backup servers, trainers and samplers on the
+same host map the same files (zero copy). Every name carries the job id and machine id, so two
+jobs, or two emulated machines on one host, never collide; cleanup removes only this job's
+files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ShmError
+
+SHM_DIR = Path(os.environ.get("DGLCTL_SHM_DIR", "/dev/shm"))
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def _encode(name: str) -> str:
+    # Tensor names hold '/' and ':' (e.g. "_N/feat"); keep file names flat and reversible.
+    return "".join(c if c in _SAFE else f"%{ord(c):02x}" for c in name)
+
+
+class ShmArena:
+    """The shared arrays of job ``job_id`` on machine ``machine_id``."""
+
+    def __init__(self, job_id: str, machine_id: int, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else SHM_DIR
+        self.prefix = f"dglctl.{job_id}.m{machine_id}."
+        self.job_id = job_id
+        self.machine_id = machine_id
+
+    def path(self, name: str) -> Path:
+        return self.root / f"{self.prefix}{_encode(name)}.npy"
+
+    def create(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A new zero-filled shared array (writable); replaces one of the same name."""
+        path = self.path(name)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=tuple(shape))
+        os.replace(tmp, path)
+        return arr
+
+    def put(self, name: str, data: np.ndarray) -> np.ndarray:
+        """A new shared array holding a copy of ``data``."""
+        arr = self.create(name, data.shape, data.dtype)
+        if data.size:
+            arr[...] = data
+        return arr
+
+    def attach(self, name: str, *, writable: bool = True) -> np.ndarray:
+        """Map an existing shared array; raises ShmError naming the file if it is missing."""
+        path = self.path(name)
+        try:
+            return np.load(path, mmap_mode="r+" if writable else "r", allow_pickle=False)
+        except FileNotFoundError:
+            raise ShmError(
+                f"shared array {name!r} of job {self.job_id} machine {self.machine_id} is "
+                f"missing ({path})",
+                hint="the main server of this machine has not loaded it, or has exited",
+            ) from None
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def delete(self, name: str) -> None:
+        self.path(name).unlink(missing_ok=True)
+
+    def publish(self, manifest: dict[str, Any]) -> None:
+        """Atomically write the manifest that tells other processes the arrays are ready."""
+        path = self.root / f"{self.prefix}manifest.json"
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, path)
+
+    def wait_manifest(self, timeout: float) -> dict[str, Any]:
+        """Wait for the main server's manifest; ShmError after ``timeout`` seconds."""
+        path = self.root / f"{self.prefix}manifest.json"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return json.loads(path.read_text())
+            except FileNotFoundError:
+                if time.monotonic() > deadline:
+                    raise ShmError(
+                        f"machine {self.machine_id} of job {self.job_id}: the main server did "
+                        f"not publish its shared memory within {timeout:.0f}s ({path})"
+                    ) from None
+                time.sleep(0.05)
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.glob(self.prefix + "*"))
+
+    def cleanup(self) -> int:
+        """Remove every shared file of this job and machine; returns how many were removed."""
+        n = 0
+        for p in self.files():
+            p.unlink(missing_ok=True)
+            n += 1
+        return n
+
+
+def job_files(job_id: str, root: Path | None = None) -> list[Path]:
+    """Every shared-memory file of a job on this host (all machines)."""
+    return sorted((Path(root) if root else SHM_DIR).glob(f"dglctl.{job_id}.m*"))

@@ -1,0 +1,124 @@
+"""Fixtures that start real graph servers on 127.0.0.x and clean up after them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from partitioner import partition_graph
+from runtime.env import RuntimeEnv
+from runtime.ip_config import write_ip_config
+from runtime.shm import job_files
+from tests.conftest import community_graph
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port_range(ips: list[str], count: int) -> int:
+    """A base port such that base..base+count-1 are free on every ip (best effort)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((ips[0], 0))
+            base = s.getsockname()[1]
+        if base + count >= 65535:
+            continue
+        try:
+            socks = []
+            for ip in ips:
+                for k in range(count):
+                    t = socket.socket()
+                    socks.append(t)
+                    t.bind((ip, base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port range found")
+
+
+@dataclass
+class Cluster:
+    """A job of real server processes, one 'machine' per loopback address."""
+
+    part_config: Path
+    ip_config: Path
+    ips: list[str]
+    num_servers: int
+    job_id: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    timeout: float = 3.0
+
+    def env(self, role: str, machine_id: int, num_trainers: int = 1, **extra) -> dict[str, str]:
+        e = RuntimeEnv(role=role, job_id=self.job_id, token=self.token, machine_id=machine_id,
+                       ip_config=str(self.ip_config), part_config=str(self.part_config),
+                       num_servers=self.num_servers, num_trainers=num_trainers,
+                       timeout=self.timeout, **extra)
+        env = dict(os.environ)
+        env.update(e.to_environ())
+        env["PYTHONPATH"] = str(REPO)
+        return env
+
+    def start_servers(self) -> None:
+        for m in range(len(self.ips)):
+            for k in range(self.num_servers):
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "runtime.server"],
+                    env=self.env("server", m, server_id=k), cwd=REPO, start_new_session=True,
+                ))
+
+    def kill_machine(self, machine_id: int) -> None:
+        for p in self.procs[machine_id * self.num_servers:(machine_id + 1) * self.num_servers]:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+
+
+@pytest.fixture(scope="module")
+def two_part_graph(tmp_path_factory):
+    g = community_graph(n=600)
+    out = tmp_path_factory.mktemp("rt") / "parts"
+    partition_graph(g, "g", 2, out, method="metis")
+    return g, out / "g.json"
+
+
+@pytest.fixture
+def cluster(two_part_graph, tmp_path):
+    _, cfg = two_part_graph
+    ips = ["127.0.0.1", "127.0.0.2"]
+    num_servers = 2
+    base = free_port_range(ips, num_servers)
+    ip_config = tmp_path / "ip_config.txt"
+    write_ip_config(ip_config, [(ip, base) for ip in ips])
+    c = Cluster(cfg, ip_config, ips, num_servers)
+    c.start_servers()
+    yield c
+    c.stop()
+    for p in c.procs:
+        assert p.poll() is not None, "a server process survived the test"
+    # A SIGKILLed main server cannot clean up: that is the launcher's job (dglctl stop).
+    from runtime.shm import ShmArena
+
+    for m in range(len(ips)):
+        ShmArena(c.job_id, m).cleanup()
+    assert job_files(c.job_id) == []

@@ -1,0 +1,144 @@
+"""Real server processes on 127.0.0.1/127.0.0.2 (two machines, two servers each), real sockets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from partitioner.loader import load_orig_ids
+from runtime.client import ServerPool
+from runtime.errors import HandshakeError, PeerTimeout
+from runtime.ip_config import read_ip_config
+from runtime.shm import job_files
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _trainer_env(monkeypatch, cluster, machine_id=0, num_trainers=1):
+    for k, v in cluster.env("trainer", machine_id, num_trainers).items():
+        monkeypatch.setenv(k, v)
+
+
+@pytest.fixture
+def trainer(monkeypatch, cluster):
+    import runtime.dist_graph as dg
+
+    _trainer_env(monkeypatch, cluster)
+    dg.initialize()
+    yield dg
+    dg.exit_client()
+
+
+def test_pull_matches_original_features(trainer, cluster, two_part_graph):
+    g_in, cfg = two_part_graph
+    g = trainer.DistGraph("g")
+    orig, _ = load_orig_ids(cfg)
+    n = g.num_nodes()
+    assert n == 600 and g.num_edges() == g_in.total_edges
+    ids = np.random.default_rng(0).permutation(n)[:300]  # both machines' rows
+    got = g.ndata["feat"][ids].numpy()
+    np.testing.assert_array_equal(got, g_in.ndata["_N"]["feat"][orig["_N"][ids]])
+    book = g.get_partition_book()
+    assert set(book.nid2partid(ids).tolist()) == {0, 1}
+
+
+def test_push_is_seen_by_another_client(trainer, cluster):
+    g = trainer.DistGraph("g")
+    feat = g.ndata["feat"]
+    ids = np.array([0, 1, 599, 598, 300])
+    feat[ids] = np.arange(25, dtype=np.float32).reshape(5, 5)
+    np.testing.assert_array_equal(feat[ids].numpy(), np.arange(25, dtype=np.float32).reshape(5, 5))
+    feat.add_(np.array([599, 599]), np.ones((2, 5), np.float32))
+    # Another client (its own connections, a backup server) reads the pushed row.
+    pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, 3.0)
+    pool.connect()
+    book = g.get_partition_book()
+    m = int(book.nid2partid(np.array([599]))[0])
+    _, arrays = pool.call(m, 1, {"op": "pull", "name": "_N/feat"},
+                          [book.nid2localnid(np.array([599]), m)])
+    np.testing.assert_array_equal(arrays[0][0], np.arange(10, 15, dtype=np.float32) + 2)
+    pool.close()
+
+
+def test_degrees_and_find_edges(trainer, two_part_graph):
+    g_in, cfg = two_part_graph
+    g = trainer.DistGraph("g")
+    orig, orig_e = load_orig_ids(cfg)
+    inv = np.argsort(orig["_N"])
+    src_in, dst_in = g_in.edges[("_N", "_E", "_N")]
+    deg = np.bincount(inv[dst_in], minlength=600)
+    np.testing.assert_array_equal(g.in_degrees(np.arange(600)).numpy(), deg)
+    eids = np.random.default_rng(1).choice(g.num_edges(), 200, replace=False)
+    s, d = g.find_edges(eids)
+    old = orig_e[("_N", "_E", "_N")][eids]
+    np.testing.assert_array_equal(s.numpy(), inv[src_in[old]])
+    np.testing.assert_array_equal(d.numpy(), inv[dst_in[old]])
+
+
+def test_wrong_token_is_refused(cluster):
+    pool = ServerPool(read_ip_config(cluster.ip_config), 2, "not-the-token", 3.0)
+    with pytest.raises(HandshakeError, match="token mismatch"):
+        pool.connect()
+    pool.close()
+
+
+def test_killed_server_is_an_error_within_timeout(trainer, cluster):
+    g = trainer.DistGraph("g")
+    book = g.get_partition_book()
+    remote = book.partid2nids(1)[:5]
+    assert g.ndata["feat"][remote].shape == (5, 5)
+    cluster.kill_machine(1)
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeout, match="machine 1"):
+        g.ndata["feat"][remote]
+    assert time.monotonic() - t0 < cluster.timeout + 3
+
+
+def test_servers_exit_and_clean_up_when_clients_leave(cluster):
+    pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, 3.0)
+    pool.connect()
+    assert job_files(cluster.job_id), "main servers publish shared memory"
+    pool.close()
+    for p in cluster.procs:
+        p.wait(15)
+    assert job_files(cluster.job_id) == []
+
+
+def test_two_trainers_barrier_and_shared_pushes(cluster):
+    script = textwrap.dedent("""
+        import sys, numpy as np, torch
+        import runtime.dist_graph as dg
+        from runtime.dist_tensor import DistTensor
+        dg.initialize()
+        g = dg.DistGraph("g")
+        rank = int(sys.argv[1])
+        ones = DistTensor((g.num_nodes(), 2), np.float32, name="ones",
+                          init_func=lambda shape, dtype: torch.ones(shape, dtype=dtype))
+        assert (ones[np.arange(g.num_nodes())].numpy() == 1).all()
+        t = DistTensor((g.num_nodes(), 1), np.int64, name="marks")
+        ids = np.arange(rank, g.num_nodes(), 2)
+        t[ids] = np.full((len(ids), 1), rank + 1)
+        g.barrier()
+        vals = t[np.arange(g.num_nodes())].numpy()[:, 0]
+        assert set(vals[0::2].tolist()) == {1} and set(vals[1::2].tolist()) == {2}, vals[:10]
+        print("ok", rank)
+    """)
+    procs = []
+    for rank in range(2):
+        env = cluster.env("trainer", rank, num_trainers=1)
+        procs.append(subprocess.Popen([sys.executable, "-c", script, str(rank)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.startswith("ok")
+    for p in cluster.procs:
+        p.wait(15)
+    assert job_files(cluster.job_id) == []
+    assert os.environ.get("DGLCTL_ROLE") is None
