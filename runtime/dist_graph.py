@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from partitioner.format import read_config
+from partitioner.format import load_array, read_config
 from partitioner.graph import etype_key, parse_etype_key
 from partitioner.loader import load_partition
 from partitioner.partition_book import RangePartitionBook
@@ -190,6 +190,8 @@ class DistGraph:
             feats = {**self._part.node_feats(), **self._part.edge_feats()}
             # Copies: standalone writes must not touch the partition files.
             self._local = {k: np.array(v) for k, v in feats.items()}
+            for ntype, rel in self.config["orig_nids"].items():
+                self._local[f"orig:{ntype}"] = np.asarray(load_array(self.config, rel))
             self._arena = None
             self._csc = {e: tuple(np.asarray(a) for a in self._part.csc(e))
                          for e in self.config["etypes"]}

@@ -1,57 +1,94 @@
 """Neighbour sampling kernels on a CSC (in-edges grouped by destination), vectorised in numpy.
 
-Sampling without replacement uses Floyd's algorithm run for all seeds at once: the only Python
-loop is over the fanout (tens of steps), never over nodes or edges.
+Randomness is *keyed*: the draws for a seed node come from a hash of (sampling seed, node id,
+draw index), not from a shared random stream. The same seed node therefore gets the same
+neighbours whichever machine, server or process samples it, so standalone and distributed runs
+with the same seed give the same mini-batches. Sampling without replacement uses Floyd's
+algorithm for all seeds at once: the only Python loop is over the fanout, never over nodes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, elementwise on uint64 (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        return x ^ (x >> np.uint64(31))
+
+
+def node_keys(seed: int, ids: np.ndarray, salt: int = 0) -> np.ndarray:
+    """One 64-bit key per node id for sampling call ``seed`` (``salt`` separates edge types)."""
+    with np.errstate(over="ignore"):
+        base = _mix(np.asarray([seed * 2654435761 + salt * 97 + 1], dtype=np.uint64))[0]
+        return _mix(np.asarray(ids, dtype=np.int64).astype(np.uint64) * _GOLDEN + base)
+
+
+def uniform(keys: np.ndarray, draw: int | np.ndarray) -> np.ndarray:
+    """Uniform floats in [0, 1), one per key, for draw number ``draw``."""
+    with np.errstate(over="ignore"):
+        x = _mix(keys + np.asarray(draw, dtype=np.uint64) * _GOLDEN)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
 
 def sample_etype(
     indptr: np.ndarray,
     seeds: np.ndarray,
+    keys: np.ndarray,
     fanout: int,
-    replace: bool,
-    rng: np.random.Generator,
+    replace: bool = False,
+    weights: np.ndarray | None = None,
+    excluded: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sample up to ``fanout`` in-edges of each seed (local destination index into ``indptr``).
 
-    Returns ``(seed_idx, pos)``: for every sampled edge, the index of its seed in ``seeds`` and
-    its position in the CSC (so ``indices[pos]`` is the source and ``pos`` the local edge id).
-    ``fanout < 0`` takes every in-edge. Without replacement a seed with fewer in-edges than the
-    fanout keeps all of them; with replacement every seed with in-edges gets exactly ``fanout``.
+    Args:
+        keys: one random key per seed (see :func:`node_keys`).
+        weights: optional weight of every CSC position (edge probability up to a constant).
+        excluded: optional sorted CSC positions that must not be sampled.
+
+    Returns ``(seed_idx, pos)``: for every sampled edge the index of its seed in ``seeds`` and
+    its CSC position (``indices[pos]`` is the source, ``pos`` the local edge id), grouped by
+    seed. ``fanout < 0`` takes every in-edge. Without replacement a seed with at most
+    ``fanout`` in-edges keeps all of them; with replacement each seed with in-edges gets
+    exactly ``fanout`` draws.
     """
     seeds = np.asarray(seeds, dtype=np.int64)
     start = np.asarray(indptr[seeds], dtype=np.int64)
     deg = np.asarray(indptr[seeds + 1], dtype=np.int64) - start
+    if weights is not None or excluded is not None:
+        return _sample_weighted(start, deg, keys, fanout, replace, weights, excluded)
     if fanout < 0:
         return _all_edges(start, deg)
     if replace:
         has = np.flatnonzero(deg > 0)
-        off = (rng.random((len(has), fanout)) * deg[has, None]).astype(np.int64)
-        seed_idx = np.repeat(has, fanout)
-        return seed_idx, (start[has, None] + off).reshape(-1)
-    small = deg <= fanout
-    idx_small = np.flatnonzero(small)
-    seed_small, pos_small = _all_edges(start[idx_small], deg[idx_small])
-    seed_small = idx_small[seed_small]
-    big = np.flatnonzero(~small)
+        draws = uniform(keys[has, None], np.arange(fanout)[None, :])
+        off = (draws * deg[has, None]).astype(np.int64)
+        return np.repeat(has, fanout), (start[has, None] + off).reshape(-1)
+    big = np.flatnonzero(deg > fanout)
     if len(big) == 0:
-        return seed_small, pos_small
+        return _all_edges(start, deg)
+    small = np.flatnonzero(deg <= fanout)
+    seed_small, pos_small = _all_edges(start[small], deg[small])
     n = deg[big]
+    k = keys[big]
     chosen = np.empty((len(big), fanout), np.int64)
     # Floyd: for j = n-k .. n-1 draw t in [0, j]; keep t unless already chosen, else take j.
     for c in range(fanout):
         j = n - fanout + c
-        t = (rng.random(len(big)) * (j + 1)).astype(np.int64)
+        t = (uniform(k, c) * (j + 1)).astype(np.int64)
         dup = (chosen[:, :c] == t[:, None]).any(axis=1) if c else np.zeros(len(big), bool)
         chosen[:, c] = np.where(dup, j, t)
-    pos_big = (start[big, None] + chosen).reshape(-1)
-    seed_big = np.repeat(big, fanout)
-    seed_idx = np.concatenate([seed_small, seed_big])
-    pos = np.concatenate([pos_small, pos_big])
+    chosen.sort(axis=1)
+    seed_idx = np.concatenate([small[seed_small], np.repeat(big, fanout)])
+    pos = np.concatenate([pos_small, (start[big, None] + chosen).reshape(-1)])
     order = np.argsort(seed_idx, kind="stable")
     return seed_idx[order], pos[order]
 
@@ -61,3 +98,63 @@ def _all_edges(start: np.ndarray, deg: np.ndarray) -> tuple[np.ndarray, np.ndarr
     seed_idx = np.repeat(np.arange(len(deg)), deg)
     offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(deg) - deg, deg)
     return seed_idx, np.repeat(start, deg) + offset
+
+
+def _sample_weighted(start, deg, keys, fanout, replace, weights, excluded):
+    """Sampling over every candidate edge: weighted (Efraimidis-Spirakis keys) and/or excluding."""
+    seed_idx, pos = _all_edges(start, deg)
+    w = np.ones(len(pos)) if weights is None else np.asarray(weights[pos], dtype=np.float64)
+    if excluded is not None and len(excluded):
+        hit = np.searchsorted(excluded, pos)
+        hit = np.minimum(hit, len(excluded) - 1)
+        w = np.where(excluded[hit] == pos, 0.0, w)
+    ok = w > 0
+    seed_idx, pos, w = seed_idx[ok], pos[ok], w[ok]
+    if fanout < 0 or len(pos) == 0:
+        return seed_idx, pos
+    offset = pos - start[seed_idx]
+    u = uniform(keys[seed_idx], offset)
+    if replace:
+        # Inverse-CDF draws per seed over its candidates' cumulative weights.
+        cum = np.cumsum(w)
+        first = np.searchsorted(seed_idx, np.arange(len(deg)))
+        last = np.searchsorted(seed_idx, np.arange(len(deg)), side="right")
+        has = np.flatnonzero(last > first)
+        lo = np.where(first[has] > 0, cum[first[has] - 1], 0.0)
+        hi = cum[last[has] - 1]
+        draws = uniform(keys[has, None], np.arange(fanout)[None, :] + (1 << 20))
+        target = lo[:, None] + draws * (hi - lo)[:, None]
+        picked = np.searchsorted(cum, target.reshape(-1), side="right")
+        picked = np.minimum(picked, np.repeat(last[has] - 1, fanout))
+        return np.repeat(has, fanout), pos[picked]
+    # Keep the `fanout` largest u**(1/w) per seed: sort by (seed, -key) and take the heads.
+    score = np.log(np.maximum(u, 1e-300)) / w
+    order = np.lexsort((-score, seed_idx))
+    seed_sorted = seed_idx[order]
+    group_start = np.searchsorted(seed_sorted, seed_sorted)
+    rank = np.arange(len(order)) - group_start
+    keep = order[rank < fanout]
+    keep.sort()
+    return seed_idx[keep], pos[keep]
+
+
+def sample_on_part(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    seeds_local: np.ndarray,
+    key_ids: np.ndarray,
+    salt: int,
+    fanout: int,
+    replace: bool,
+    seed: int,
+    weights: np.ndarray | None = None,
+    excluded: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """Sample one part's CSC: returns [seed index, homogeneous source id, CSC position].
+
+    ``key_ids`` are the seeds' *input* (original) ids: draws are keyed by them, so any process
+    and any partitioning of the same graph samples the same edges for the same seed.
+    """
+    keys = node_keys(seed, key_ids, salt)
+    seed_idx, pos = sample_etype(indptr, seeds_local, keys, fanout, replace, weights, excluded)
+    return [seed_idx, np.asarray(indices[pos]), pos]

@@ -23,7 +23,7 @@ import numpy as np
 import zmq
 import zmq.utils.monitor as zmon
 
-from partitioner.format import read_config
+from partitioner.format import load_array, read_config
 from partitioner.graph import parse_etype_key
 from partitioner.loader import load_partition
 from partitioner.partition_book import RangePartitionBook
@@ -32,7 +32,7 @@ from . import __version__
 from .env import RuntimeEnv
 from .errors import DistError
 from .ip_config import read_ip_config
-from .sampling import sample_etype
+from .sampling import sample_on_part
 from .shm import ShmArena
 from .wire import PROTOCOL_VERSION, pack, unpack
 
@@ -46,10 +46,20 @@ def graph_tensor(etype: str, what: str) -> str:
     return f"graph:{etype}:{what}"
 
 
+def orig_tensor(ntype: str) -> str:
+    """Shared-array name of the input ids of a machine's owned nodes of ``ntype``."""
+    return f"orig:{ntype}"
+
+
 def load_into_shm(arena: ShmArena, config: dict[str, Any], machine_id: int) -> dict[str, Any]:
     """Copy the machine's partition into shared memory; return the manifest describing it."""
     part = load_partition(config, machine_id)
     tensors: dict[str, dict[str, Any]] = {}
+    book = part.book
+    for ntype, rel in config["orig_nids"].items():
+        t = book.nodes.type_index(ntype)
+        lo, hi = book.nodes.typed_start[machine_id, t], book.nodes.typed_start[machine_id + 1, t]
+        arena.put(orig_tensor(ntype), np.asarray(load_array(config, rel)[lo:hi]))
     for etype in config["etypes"]:
         indptr, indices = part.csc(etype)
         for what, arr in (("indptr", indptr), ("indices", indices)):
@@ -275,13 +285,24 @@ class GraphServer:
         return {}, [src, self.book.map_to_homo_nid(dst_pt, dst_type)]
 
     def _op_sample(self, ident, header, arrays):
-        """Sample in-neighbours of local seeds (per-type local ids) of one edge type."""
-        indptr, indices = self.csc[header["etype"]]
-        rng = np.random.default_rng(header.get("seed"))
-        seed_idx, pos = sample_etype(indptr, arrays[0], int(header["fanout"]),
-                                     bool(header.get("replace", False)), rng)
-        lo = self.config["edge_map"][header["etype"]][self.env.machine_id][0]
-        return {}, [seed_idx, np.asarray(indices[pos]), pos + lo]
+        """Sample in-neighbours of local seeds for several edge types in one request.
+
+        arrays: per edge type, local seeds and excluded CSC positions; reply per edge type:
+        seed index, homogeneous source id, CSC position.
+        """
+        out = []
+        prob = header.get("prob")
+        for i, etype in enumerate(header["etypes"]):
+            indptr, indices = self.csc[etype]
+            seeds, excluded = arrays[2 * i], arrays[2 * i + 1]
+            dst_type = parse_etype_key(etype)[2]
+            key_ids = self._tensor(orig_tensor(dst_type))[seeds]
+            weights = self._tensor(f"{etype}/{prob}") if prob else None
+            out += sample_on_part(indptr, indices, seeds, key_ids, int(header["salts"][i]),
+                                  int(header["fanouts"][i]), bool(header.get("replace")),
+                                  int(header["seed"]), weights,
+                                  excluded if len(excluded) else None)
+        return {}, out
 
     def _op_barrier(self, ident, header, arrays):
         name, count = header["name"], int(header["count"])

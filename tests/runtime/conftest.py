@@ -122,3 +122,29 @@ def cluster(two_part_graph, tmp_path):
     for m in range(len(ips)):
         ShmArena(c.job_id, m).cleanup()
     assert job_files(c.job_id) == []
+
+
+@pytest.fixture
+def trainer(monkeypatch, cluster):
+    """This test process as the one trainer of machine 0 (runtime.dist_graph, initialized)."""
+    import runtime.dist_graph as dg
+
+    for k, v in cluster.env("trainer", 0).items():
+        monkeypatch.setenv(k, v)
+    dg.initialize()
+    yield dg
+    dg.exit_client()
+
+
+@pytest.fixture
+def standalone(two_part_graph, tmp_path_factory):
+    """The same graph partitioned into one part, for standalone mode."""
+    import runtime.dist_graph as dg
+
+    g, _ = two_part_graph
+    out = tmp_path_factory.mktemp("one") / "parts"
+    partition_graph(g, "g", 1, out)
+    dg.exit_client()
+    dg.initialize()  # no env contract: standalone
+    yield out / "g.json"
+    dg.exit_client()

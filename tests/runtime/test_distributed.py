@@ -20,21 +20,6 @@ from runtime.shm import job_files
 pytestmark = pytest.mark.multiprocess
 
 
-def _trainer_env(monkeypatch, cluster, machine_id=0, num_trainers=1):
-    for k, v in cluster.env("trainer", machine_id, num_trainers).items():
-        monkeypatch.setenv(k, v)
-
-
-@pytest.fixture
-def trainer(monkeypatch, cluster):
-    import runtime.dist_graph as dg
-
-    _trainer_env(monkeypatch, cluster)
-    dg.initialize()
-    yield dg
-    dg.exit_client()
-
-
 def test_pull_matches_original_features(trainer, cluster, two_part_graph):
     g_in, cfg = two_part_graph
     g = trainer.DistGraph("g")

@@ -1,0 +1,222 @@
+"""``Block``: a message-flow graph of one GNN layer, from source nodes to destination nodes.
+
+As in DGL, the destination nodes are also the first source nodes (so a layer can read the
+destination nodes' own features as ``h[:num_dst_nodes]``), node ids in ``srcdata[NID]`` /
+``dstdata[NID]`` are the graph's ids (per type), and edges are pairs of local indices.
+Heterogeneous blocks keep one id list per node type and one edge list per canonical edge type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+NID = "_ID"
+EID = "_ID"
+
+CanonicalEtype = tuple[str, str, str]
+
+
+@dataclass
+class _NodeData:
+    data: dict[str, torch.Tensor]
+
+
+class _NodeSpace:
+    """``block.srcnodes[t].data`` / ``block.dstnodes[t].data``."""
+
+    def __init__(self, data: dict[str, dict[str, torch.Tensor]]) -> None:
+        self._data = data
+
+    def __getitem__(self, ntype: str) -> _NodeData:
+        return _NodeData(self._data[ntype])
+
+
+class _TypedData(dict):
+    """``srcdata`` / ``dstdata``: for one node type, ``data[key]`` is a tensor; for several,
+    ``data[key]`` is a dict keyed by node type (DGL's behaviour)."""
+
+    def __init__(self, per_type: dict[str, dict[str, torch.Tensor]]) -> None:
+        super().__init__()
+        self._per_type = per_type
+
+    def __getitem__(self, key: str):
+        if len(self._per_type) == 1:
+            return next(iter(self._per_type.values()))[key]
+        return {t: d[key] for t, d in self._per_type.items() if key in d}
+
+    def __setitem__(self, key: str, value) -> None:
+        if isinstance(value, dict):
+            for t, v in value.items():
+                self._per_type[t][key] = v
+        else:
+            if len(self._per_type) != 1:
+                raise KeyError("several node types: assign a dict keyed by node type")
+            next(iter(self._per_type.values()))[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        return any(key in d for d in self._per_type.values())
+
+    def keys(self):
+        return {k for d in self._per_type.values() for k in d}
+
+
+class Block:
+    """One layer's bipartite graph (DGL's "block" / MFG).
+
+    Args:
+        src_ids: node type -> ids of the source nodes (destination nodes first).
+        num_dst: node type -> number of destination nodes.
+        edges: canonical edge type -> (src local index, dst local index, edge ids).
+    """
+
+    is_block = True
+
+    def __init__(
+        self,
+        src_ids: dict[str, torch.Tensor],
+        num_dst: dict[str, int],
+        edges: dict[CanonicalEtype, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    ) -> None:
+        self._src_data = {t: {NID: ids} for t, ids in src_ids.items()}
+        self._dst_data = {t: {NID: ids[: num_dst[t]]} for t, ids in src_ids.items()}
+        self._num_dst = dict(num_dst)
+        self._edges = {et: (s, d) for et, (s, d, _) in edges.items()}
+        self._edata = {et: {EID: e} for et, (_, _, e) in edges.items()}
+        self.srcdata = _TypedData(self._src_data)
+        self.dstdata = _TypedData(self._dst_data)
+        self.srcnodes = _NodeSpace(self._src_data)
+        self.dstnodes = _NodeSpace(self._dst_data)
+
+    # --- types -------------------------------------------------------------------------------
+    @property
+    def ntypes(self) -> list[str]:
+        return list(self._src_data)
+
+    @property
+    def canonical_etypes(self) -> list[CanonicalEtype]:
+        return list(self._edges)
+
+    @property
+    def etypes(self) -> list[str]:
+        return [c[1] for c in self._edges]
+
+    def is_homogeneous(self) -> bool:
+        return len(self._src_data) == 1 and len(self._edges) == 1
+
+    def _etype(self, etype: Any) -> CanonicalEtype:
+        if etype is None:
+            if len(self._edges) != 1:
+                raise KeyError(f"several edge types; name one of {self.canonical_etypes}")
+            return next(iter(self._edges))
+        if isinstance(etype, tuple):
+            return etype
+        matches = [c for c in self._edges if c[1] == etype]
+        if len(matches) != 1:
+            raise KeyError(f"edge type {etype!r} unknown or ambiguous in {self.canonical_etypes}")
+        return matches[0]
+
+    def _ntype(self, ntype: str | None) -> str:
+        if ntype is None:
+            if len(self._src_data) != 1:
+                raise KeyError(f"several node types; name one of {self.ntypes}")
+            return next(iter(self._src_data))
+        return ntype
+
+    # --- sizes and edges ---------------------------------------------------------------------
+    def num_src_nodes(self, ntype: str | None = None) -> int:
+        return int(self._src_data[self._ntype(ntype)][NID].shape[0])
+
+    def num_dst_nodes(self, ntype: str | None = None) -> int:
+        return self._num_dst[self._ntype(ntype)]
+
+    def number_of_src_nodes(self, ntype: str | None = None) -> int:
+        return self.num_src_nodes(ntype)
+
+    def number_of_dst_nodes(self, ntype: str | None = None) -> int:
+        return self.num_dst_nodes(ntype)
+
+    def num_edges(self, etype: Any = None) -> int:
+        if etype is None and len(self._edges) > 1:
+            return sum(int(s.shape[0]) for s, _ in self._edges.values())
+        return int(self._edges[self._etype(etype)][0].shape[0])
+
+    def edges(self, etype: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` local indices of the edges of ``etype``."""
+        return self._edges[self._etype(etype)]
+
+    @property
+    def edata(self) -> dict[str, torch.Tensor]:
+        return self._edata[self._etype(None)]
+
+    def edge_ids(self, etype: Any = None) -> torch.Tensor:
+        """The graph's edge ids (per type) of this block's edges."""
+        return self._edata[self._etype(etype)][EID]
+
+    def in_degrees(self, etype: Any = None) -> torch.Tensor:
+        et = self._etype(etype)
+        _, dst = self._edges[et]
+        return torch.bincount(dst, minlength=self._num_dst[et[2]])
+
+    def to(self, device: Any, **kwargs: Any) -> Block:
+        """A copy with every tensor on ``device``."""
+        out = Block.__new__(Block)
+        out._num_dst = dict(self._num_dst)
+        out._src_data = {t: {k: v.to(device, **kwargs) for k, v in d.items()}
+                         for t, d in self._src_data.items()}
+        out._dst_data = {t: {k: v.to(device, **kwargs) for k, v in d.items()}
+                         for t, d in self._dst_data.items()}
+        out._edges = {et: (s.to(device, **kwargs), d.to(device, **kwargs))
+                      for et, (s, d) in self._edges.items()}
+        out._edata = {et: {k: v.to(device, **kwargs) for k, v in d.items()}
+                      for et, d in self._edata.items()}
+        out.srcdata = _TypedData(out._src_data)
+        out.dstdata = _TypedData(out._dst_data)
+        out.srcnodes = _NodeSpace(out._src_data)
+        out.dstnodes = _NodeSpace(out._dst_data)
+        return out
+
+    def __repr__(self) -> str:
+        nodes = ", ".join(f"{t}: {self.num_src_nodes(t)}->{self.num_dst_nodes(t)}"
+                          for t in self.ntypes)
+        return f"Block(nodes {{{nodes}}}, edges {self.num_edges()})"
+
+
+def to_block(
+    dst_ids: dict[str, np.ndarray],
+    sampled: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> Block:
+    """Build a block from sampled edges ``(src ids, dst ids, edge ids)`` (per-type ids).
+
+    Source nodes of each type are the destination nodes (in the given order) followed by the
+    other sampled sources in order of first appearance.
+    """
+    src_lists: dict[str, list[np.ndarray]] = {t: [np.asarray(ids, np.int64)]
+                                              for t, ids in dst_ids.items()}
+    for (st, _, _), (src, _, _) in sampled.items():
+        src_lists.setdefault(st, [np.empty(0, np.int64)]).append(src)
+    src_ids: dict[str, np.ndarray] = {}
+    lookup: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for t, parts in src_lists.items():
+        ids = np.concatenate(parts)
+        uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(uniq), np.int64)
+        rank[order] = np.arange(len(uniq))
+        src_ids[t] = uniq[order]
+        lookup[t] = (uniq, rank)
+        del inverse
+    num_dst = {t: len(dst_ids.get(t, ())) for t in src_ids}
+
+    def local(t: str, ids: np.ndarray) -> np.ndarray:
+        uniq, rank = lookup[t]
+        return rank[np.searchsorted(uniq, ids)]
+
+    edges = {}
+    for et, (src, dst, eid) in sampled.items():
+        edges[et] = (torch.from_numpy(local(et[0], src)), torch.from_numpy(local(et[2], dst)),
+                     torch.from_numpy(np.asarray(eid, np.int64)))
+    return Block({t: torch.from_numpy(v) for t, v in src_ids.items()}, num_dst, edges)

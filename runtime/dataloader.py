@@ -1,0 +1,125 @@
+"""``DistDataLoader`` and ``DistNodeDataLoader``: mini-batches of ids, sampled into blocks.
+
+Every trainer yields the same number of batches per epoch (the largest count among trainers;
+the others wrap around their ids), so DistributedDataParallel never waits for a trainer that
+ran out. With ``num_samplers > 0`` sampling runs in separate processes ahead of the trainer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _agreed_batches(local: int) -> int:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        t = torch.tensor([local], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+    return local
+
+
+class DistDataLoader:
+    """DGL's ``DistDataLoader(dataset, batch_size, shuffle, collate_fn, drop_last)``.
+
+    ``dataset`` is an array of ids; each batch is ``collate_fn(ids)`` (the ids themselves
+    without one). ``seed`` fixes the shuffling (epoch ``k`` uses ``seed + k``).
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int,
+        shuffle: bool = False,
+        collate_fn: Callable[[Any], Any] | None = None,
+        drop_last: bool = False,
+        queue_size: int | None = None,
+        seed: int = 0,
+        num_samplers: int | None = None,
+    ) -> None:
+        self.dataset = np.asarray(torch.as_tensor(dataset).numpy(), dtype=np.int64).reshape(-1)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.collate_fn = collate_fn
+        self.drop_last = drop_last
+        self.seed = seed
+        self.epoch = 0
+        self.prefetch = queue_size or 4
+        self.num_samplers = _num_samplers(num_samplers)
+        self._workers = None
+        n = len(self.dataset)
+        local = n // batch_size if drop_last else math.ceil(n / batch_size)
+        self.num_batches = _agreed_batches(local)
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def _epoch_ids(self) -> np.ndarray:
+        ids = self.dataset
+        if self.shuffle:
+            ids = ids[np.random.default_rng(self.seed + self.epoch).permutation(len(ids))]
+        n = len(ids)
+        local = n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        if 0 < n and local < self.num_batches:
+            # Another trainer has more batches: wrap around this trainer's ids to match.
+            ids = np.resize(ids, self.num_batches * self.batch_size)
+        return ids
+
+    def batches(self) -> list[np.ndarray]:
+        """The id batches of the next epoch (advances the epoch counter)."""
+        ids = self._epoch_ids()
+        self.epoch += 1
+        out = [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.num_batches)]
+        return [b for b in out if len(b)]
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = self.batches()
+        if self.collate_fn is None:
+            return iter(torch.from_numpy(b) for b in batches)
+        if self.num_samplers > 0:
+            from .sampler_pool import SamplerPool
+
+            if self._workers is None:
+                self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.prefetch)
+            return self._workers.run(batches)
+        return iter(self.collate_fn(torch.from_numpy(b)) for b in batches)
+
+    def close(self) -> None:
+        """Stop the sampler processes (also done when the trainer exits)."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+
+
+def _num_samplers(requested: int | None) -> int:
+    if requested is not None:
+        return requested
+    from .dist_graph import get_context
+
+    env = get_context().env
+    return env.num_samplers if env is not None else 0
+
+
+class DistNodeDataLoader(DistDataLoader):
+    """DGL's ``DistNodeDataLoader(g, nids, graph_sampler, batch_size, ...)``.
+
+    Yields ``(input_nodes, output_nodes, blocks)`` per batch of seed nodes.
+    """
+
+    def __init__(self, g: Any, nids: Any, graph_sampler: Any, batch_size: int,
+                 shuffle: bool = False, drop_last: bool = False, **kwargs: Any) -> None:
+        self.g = g
+        self.graph_sampler = graph_sampler
+        super().__init__(nids, batch_size, shuffle=shuffle, collate_fn=self._collate,
+                         drop_last=drop_last, **kwargs)
+
+    def _collate(self, seeds: torch.Tensor):
+        return self.graph_sampler.sample(self.g, seeds)

@@ -1,0 +1,122 @@
+"""Neighbour sampling: kernel invariants, blocks, and standalone == distributed for one seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partitioner.loader import load_orig_ids
+from runtime.block import NID
+from runtime.neighbor_sampler import NeighborSampler, sample_neighbors
+from runtime.sampling import node_keys, sample_etype
+
+ET = ("_N", "_E", "_N")
+
+
+def _csc(rng, n=50, max_deg=30):
+    deg = rng.integers(0, max_deg, n)
+    return np.concatenate([[0], np.cumsum(deg)]), deg
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanout", [1, 5, 12])
+def test_kernel_respects_fanout(replace, fanout):
+    rng = np.random.default_rng(0)
+    indptr, deg = _csc(rng)
+    seeds = np.arange(len(deg))
+    keys = node_keys(7, seeds)
+    seed_idx, pos = sample_etype(indptr, seeds, keys, fanout, replace)
+    counts = np.bincount(seed_idx, minlength=len(deg))
+    expect = np.where(deg > 0, fanout, 0) if replace else np.minimum(deg, fanout)
+    np.testing.assert_array_equal(counts, expect)
+    assert np.all(pos >= indptr[seeds[seed_idx]]) and np.all(pos < indptr[seeds[seed_idx] + 1])
+    if not replace:
+        assert len(np.unique(pos)) == len(pos), "no edge twice without replacement"
+    again = sample_etype(indptr, seeds, keys, fanout, replace)
+    np.testing.assert_array_equal(again[1], pos)  # same keys, same draws
+
+
+def test_kernel_all_and_weights_and_exclusion():
+    rng = np.random.default_rng(1)
+    indptr, deg = _csc(rng)
+    seeds = np.arange(len(deg))
+    keys = node_keys(3, seeds)
+    _, pos = sample_etype(indptr, seeds, keys, -1)
+    assert len(pos) == deg.sum()
+    weights = (np.arange(indptr[-1]) % 2).astype(np.float32)  # even positions never drawn
+    excluded = np.arange(1, indptr[-1], 4)
+    for replace in (False, True):
+        _, pos = sample_etype(indptr, seeds, keys, 4, replace, weights, excluded)
+        assert len(pos) and np.all(pos % 2 == 1)
+        assert not np.isin(pos, excluded).any()
+
+
+def test_kernel_uniformity():
+    # One seed of degree 10, fanout 3, many independent keys: each edge ~30% of the time.
+    indptr = np.array([0, 10])
+    hits = np.zeros(10)
+    for s in range(2000):
+        _, pos = sample_etype(indptr, np.array([0]), node_keys(s, np.array([0])), 3, False)
+        hits[pos] += 1
+    freq = hits / 2000
+    assert np.all(np.abs(freq - 0.3) < 0.05), freq
+
+
+def _orig_edges(cfg, sampled):
+    orig_n, orig_e = load_orig_ids(cfg)
+    src, dst, eid = sampled[ET]
+    return {(int(a), int(b), int(c)) for a, b, c in zip(orig_n["_N"][src], orig_n["_N"][dst],
+                                                         orig_e[ET][eid], strict=True)}
+
+
+def test_standalone_sampling_edges_exist(standalone, two_part_graph):
+    import runtime.dist_graph as dg
+
+    g_in, _ = two_part_graph
+    g = dg.DistGraph("g", part_config=str(standalone))
+    seeds = np.arange(0, 600, 7)
+    sampled = sample_neighbors(g, seeds, 4, seed=5)
+    src_in, dst_in = g_in.edges[ET]
+    for s, d, e in _orig_edges(g.config, sampled):
+        assert src_in[e] == s and dst_in[e] == d, "sampled edge exists in the input graph"
+    _, dst, _ = sampled[ET]
+    assert np.bincount(dst, minlength=600).max() <= 4
+
+
+def test_blocks(standalone):
+    import runtime.dist_graph as dg
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    seeds = np.array([5, 17, 42, 99])
+    blocks = NeighborSampler([10, 25]).sample_blocks(seeds, g)
+    assert len(blocks) == 2
+    np.testing.assert_array_equal(blocks[-1].dstdata[NID].numpy(), seeds)
+    # Each block's destination nodes are its first source nodes; layers chain.
+    for b in blocks:
+        np.testing.assert_array_equal(b.srcdata[NID][: b.num_dst_nodes()].numpy(),
+                                      b.dstdata[NID].numpy())
+        src, dst = b.edges()
+        assert int(src.max()) < b.num_src_nodes() and int(dst.max()) < b.num_dst_nodes()
+        assert np.bincount(dst.numpy()).max() <= 25
+    np.testing.assert_array_equal(blocks[0].dstdata[NID].numpy(), blocks[1].srcdata[NID].numpy())
+    feats = g.ndata["feat"][blocks[0].srcdata[NID]]
+    assert feats.shape == (blocks[0].num_src_nodes(), 5)
+
+
+def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
+    import runtime.dist_graph as dg
+
+    g_one = dg.DistGraph("g", part_config=str(standalone))  # standalone context
+    for k, v in cluster.env("trainer", 0).items():
+        monkeypatch.setenv(k, v)
+    dg.initialize()  # now a trainer of the 2-machine job
+    g_two = dg.DistGraph("g")
+    assert g_one._ctx.standalone and not g_two._ctx.standalone
+    orig_one, _ = load_orig_ids(g_one.config)
+    orig_two, _ = load_orig_ids(g_two.config)
+    inv_one = np.argsort(orig_one["_N"])
+    inv_two = np.argsort(orig_two["_N"])
+    seeds_in = np.arange(0, 600, 3)  # input ids; both machines own some
+    a = _orig_edges(g_one.config, sample_neighbors(g_one, inv_one[seeds_in], 6, seed=11))
+    b = _orig_edges(g_two.config, sample_neighbors(g_two, inv_two[seeds_in], 6, seed=11))
+    assert a == b and len(a) > 0
