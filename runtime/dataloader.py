@@ -81,6 +81,7 @@ class DistDataLoader:
         return [b for b in out if len(b)]
 
     def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
         batches = self.batches()
         if self.collate_fn is None:
             return iter(torch.from_numpy(b) for b in batches)
@@ -89,8 +90,19 @@ class DistDataLoader:
 
             if self._workers is None:
                 self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.prefetch)
-            return self._workers.run(batches)
-        return iter(self.collate_fn(torch.from_numpy(b)) for b in batches)
+            return self._workers.run(batches, epoch_key=epoch)
+        return self._in_process(batches, epoch)
+
+    def _in_process(self, batches: list[np.ndarray], epoch: int) -> Iterator[Any]:
+        from .neighbor_sampler import set_batch_key
+
+        for i, b in enumerate(batches):
+            set_batch_key((epoch, i))
+            try:
+                out = self.collate_fn(torch.from_numpy(b))
+            finally:
+                set_batch_key(None)
+            yield out
 
     def close(self) -> None:
         """Stop the sampler processes (also done when the trainer exits)."""

@@ -143,6 +143,16 @@ def _local_excl(excl, book, m, et, empty=False):
     return sel - lo
 
 
+_batch_key: tuple[int, int] | None = None
+
+
+def set_batch_key(key: tuple[int, int] | None) -> None:
+    """Tell samplers which (epoch, batch) they are sampling: its draws then depend on that
+    alone, so a batch is the same whether a sampler process or the trainer samples it."""
+    global _batch_key
+    _batch_key = key
+
+
 class NeighborSampler:
     """DGL's ``NeighborSampler(fanouts)``: one block per layer, input layer first.
 
@@ -174,7 +184,10 @@ class NeighborSampler:
 
             graph = get_context().graphs[-1]
         self._calls += 1
-        call_seed = self.seed * 1_000_003 + self._calls
+        if _batch_key is not None:
+            call_seed = (self.seed * 1_000_003 + _batch_key[0]) * 1_000_033 + _batch_key[1]
+        else:
+            call_seed = self.seed * 1_000_003 + self._calls
         dst = _as_seed_dict(graph, seeds)
         blocks: list[Block] = []
         for layer, fanout in enumerate(reversed(self.fanouts)):

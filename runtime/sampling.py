@@ -27,7 +27,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
 def node_keys(seed: int, ids: np.ndarray, salt: int = 0) -> np.ndarray:
     """One 64-bit key per node id for sampling call ``seed`` (``salt`` separates edge types)."""
     with np.errstate(over="ignore"):
-        base = _mix(np.asarray([seed * 2654435761 + salt * 97 + 1], dtype=np.uint64))[0]
+        mixed = (int(seed) * 2654435761 + int(salt) * 97 + 1) % (1 << 64)
+        base = _mix(np.asarray([mixed], dtype=np.uint64))[0]
         return _mix(np.asarray(ids, dtype=np.int64).astype(np.uint64) * _GOLDEN + base)
 
 

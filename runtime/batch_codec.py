@@ -1,0 +1,80 @@
+"""Encode mini-batches (blocks, tensors, nested lists/dicts) as msgpack + raw frames, no pickle.
+
+Sampler processes send their batches to the trainer this way: the header describes the
+structure, each tensor travels as one raw frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .block import Block
+from .errors import DistError
+
+
+def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
+    """``(tree, arrays)`` for a batch; ``tree`` is plain msgpack-able data."""
+    arrays: list[np.ndarray] = []
+
+    def leaf(a: np.ndarray) -> int:
+        arrays.append(np.ascontiguousarray(a))
+        return len(arrays) - 1
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return {"t": "tensor", "i": leaf(x.detach().cpu().numpy())}
+        if isinstance(x, np.ndarray):
+            return {"t": "nd", "i": leaf(x)}
+        if isinstance(x, Block):
+            return {
+                "t": "block",
+                "src": {t: leaf(d["_ID"].numpy()) for t, d in x._src_data.items()},
+                "ndst": x._num_dst,
+                "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()),
+                           leaf(x._edata[et]["_ID"].numpy())]
+                          for et, (s, d) in x._edges.items()],
+            }
+        if isinstance(x, (list, tuple)):
+            return {"t": "list" if isinstance(x, list) else "tuple", "v": [walk(v) for v in x]}
+        if isinstance(x, dict):
+            keys = list(x)
+            return {"t": "dict", "k": [list(k) if isinstance(k, tuple) else k for k in keys],
+                    "kt": [isinstance(k, tuple) for k in keys], "v": [walk(x[k]) for k in keys]}
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return {"t": "py", "v": x}
+        raise DistError(f"cannot send a {type(x).__name__} from a sampler process",
+                        hint="collate_fn may return tensors, arrays, blocks, lists and dicts")
+
+    return walk(obj), arrays
+
+
+def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
+    """Inverse of :func:`encode` (tensors own their memory: frames are copied once)."""
+
+    def arr(i: int) -> np.ndarray:
+        return np.array(arrays[i])
+
+    def walk(x: Any) -> Any:
+        kind = x["t"]
+        if kind == "tensor":
+            return torch.from_numpy(arr(x["i"]))
+        if kind == "nd":
+            return arr(x["i"])
+        if kind == "block":
+            edges = {tuple(et): (torch.from_numpy(arr(s)), torch.from_numpy(arr(d)),
+                                 torch.from_numpy(arr(e)))
+                     for et, s, d, e in x["edges"]}
+            return Block({t: torch.from_numpy(arr(i)) for t, i in x["src"].items()},
+                         x["ndst"], edges)
+        if kind in ("list", "tuple"):
+            items = [walk(v) for v in x["v"]]
+            return items if kind == "list" else tuple(items)
+        if kind == "dict":
+            return {(tuple(k) if kt else k): walk(v)
+                    for k, kt, v in zip(x["k"], x["kt"], x["v"], strict=True)}
+        return x["v"]
+
+    return walk(tree)

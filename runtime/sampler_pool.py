@@ -1,0 +1,192 @@
+"""Sampler processes: forked from the trainer, they run ``collate_fn`` on batches ahead of it.
+
+Each worker is a fork of the trainer (so ``collate_fn`` and the graph come along without being
+pickled), opens its own connections to the servers, and talks to the trainer over ZeroMQ ipc
+sockets in a private folder, with the batch encoded as msgpack + raw frames. Workers exit when
+told, when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
+The trainer never blocks on a dead worker: it checks them while it waits and raises an error
+naming the worker and its exit status.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import zmq
+
+from .batch_codec import decode, encode
+from .errors import DistError, PeerTimeout
+from .wire import pack, unpack
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent check in the loop still applies
+        pass
+
+
+class SamplerPool:
+    """``num_workers`` forked sampler processes running ``collate_fn`` with prefetch."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any], num_workers: int, prefetch: int,
+                 timeout: float | None = None) -> None:
+        from .dist_graph import get_context
+
+        self.collate_fn = collate_fn
+        self.num_workers = num_workers
+        self.prefetch = max(prefetch, num_workers)
+        ctx = get_context()
+        # A batch may legitimately take long; a silent *dead* worker is caught by waitpid.
+        self.timeout = timeout or (ctx.env.timeout * 30 if ctx.env else 300.0)
+        self._dir = tempfile.mkdtemp(prefix="dglctl-samplers-")
+        os.chmod(self._dir, 0o700)
+        self._zctx = zmq.Context.instance()
+        self._tasks = self._zctx.socket(zmq.PUSH)
+        self._tasks.setsockopt(zmq.LINGER, 0)
+        self._tasks.bind(f"ipc://{self._dir}/tasks")
+        self._results = self._zctx.socket(zmq.PULL)
+        self._results.setsockopt(zmq.LINGER, 0)
+        self._results.bind(f"ipc://{self._dir}/results")
+        self.pids: list[int] = []
+        parent = os.getpid()
+        for _ in range(num_workers):
+            pid = os.fork()
+            if pid == 0:  # the worker
+                code = 1
+                try:
+                    code = _worker_main(self._dir, collate_fn, parent)
+                finally:
+                    os._exit(code)
+            self.pids.append(pid)
+        self._epoch = 0
+        atexit.register(self.close)
+
+    def run(self, batches: list[np.ndarray], epoch_key: int | None = None) -> Iterator[Any]:
+        """Yield ``collate_fn(batch)`` for each batch, in order, sampled ahead by the workers."""
+        self._epoch += 1
+        epoch = self._epoch if epoch_key is None else epoch_key
+        sent = 0
+        buffered: dict[int, Any] = {}
+        for i in range(len(batches)):
+            while sent < len(batches) and sent < i + self.prefetch:
+                self._tasks.send_multipart(pack({"epoch": epoch, "i": sent}, [batches[sent]]))
+                sent += 1
+            while i not in buffered:
+                header, arrays = self._receive()
+                if header.get("epoch") != epoch:
+                    continue  # a batch of an epoch the trainer abandoned
+                if "error" in header:
+                    raise DistError(f"sampler process {header.get('pid')} failed on batch "
+                                    f"{header['i']}:\n{header['error']}")
+                buffered[header["i"]] = decode(header["tree"], arrays)
+            yield buffered.pop(i)
+
+    def _receive(self) -> tuple[dict, list]:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self._results.poll(200):
+                return unpack(self._results.recv_multipart(copy=False))
+            self._check_workers()
+            if time.monotonic() > deadline:
+                raise PeerTimeout(f"no batch from the {self.num_workers} sampler processes "
+                                  f"{self.pids} within {self.timeout:.0f}s")
+
+    def _check_workers(self) -> None:
+        for pid in self.pids:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.pids.remove(pid)
+                how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                       else f"exit code {os.WEXITSTATUS(status)}")
+                self.close()
+                raise DistError(f"sampler process {pid} died ({how})",
+                                hint="see its output above; the trainer stops rather than hang")
+
+    def close(self) -> None:
+        """Stop every worker (stop message, then SIGTERM, then SIGKILL) and remove the sockets."""
+        if self._tasks.closed:
+            return
+        with contextlib.suppress(zmq.ZMQError):
+            for _ in self.pids:
+                self._tasks.send_multipart(pack({"stop": True}), zmq.NOBLOCK)
+        deadline = time.monotonic() + 2.0
+        pids = list(self.pids)
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
+            time.sleep(0.02)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, sig)
+            t_end = time.monotonic() + 1.0
+            while pids and time.monotonic() < t_end:
+                pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
+                time.sleep(0.02)
+        self.pids = []
+        self._tasks.close(0)
+        self._results.close(0)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> int:
+    """The sampler loop: fresh sockets and server connections, then batches until stopped."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
+    torch.set_num_threads(1)
+    from .dist_graph import get_context
+    from .neighbor_sampler import set_batch_key
+
+    ctx = get_context()
+    if ctx.pool is not None:
+        # The parent's sockets belong to the parent; a forked child makes its own.
+        from .client import ServerPool
+
+        old = ctx.pool
+        ctx.pool = ServerPool(old.machines, old.num_servers, old.token, old.timeout,
+                              client_name=f"sampler-{os.getpid()}")
+        ctx.pool.connect()
+    zctx = zmq.Context()
+    tasks = zctx.socket(zmq.PULL)
+    tasks.connect(f"ipc://{folder}/tasks")
+    results = zctx.socket(zmq.PUSH)
+    results.setsockopt(zmq.LINGER, 1000)
+    results.connect(f"ipc://{folder}/results")
+    try:
+        while True:
+            if os.getppid() != parent:
+                return 0
+            if not tasks.poll(500):
+                continue
+            header, arrays = unpack(tasks.recv_multipart(copy=False))
+            if header.get("stop"):
+                return 0
+            reply = {"epoch": header["epoch"], "i": header["i"], "pid": os.getpid()}
+            try:
+                set_batch_key((header["epoch"], header["i"]))
+                tree, out = encode(collate_fn(torch.from_numpy(np.array(arrays[0]))))
+                reply["tree"] = tree
+            except Exception:  # noqa: BLE001 - reported to the trainer with the traceback
+                reply["error"] = traceback.format_exc()
+                out = []
+            results.send_multipart(pack(reply, out))
+    finally:
+        tasks.close(0)
+        results.close()
+        if ctx.pool is not None:
+            ctx.pool.close()
+        zctx.term()

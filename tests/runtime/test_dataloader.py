@@ -1,0 +1,90 @@
+"""DistDataLoader: batch counts, shuffling, and sampler processes that match in-process sampling."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from runtime.block import NID
+from runtime.dataloader import DistDataLoader, DistNodeDataLoader
+from runtime.errors import DistError
+from runtime.neighbor_sampler import NeighborSampler
+
+
+def test_batches_cover_ids_once():
+    loader = DistDataLoader(np.arange(103), batch_size=10, shuffle=True, seed=3, num_samplers=0)
+    seen = np.concatenate([b.numpy() for b in loader])
+    assert len(loader) == 11 and np.array_equal(np.sort(seen), np.arange(103))
+    again = np.concatenate([b.numpy() for b in loader])
+    assert not np.array_equal(seen, again), "a new epoch reshuffles"
+    dropped = DistDataLoader(np.arange(103), batch_size=10, drop_last=True, num_samplers=0)
+    assert len(dropped) == 10 and all(len(b) == 10 for b in dropped)
+
+
+def _blocks_signature(blocks):
+    return [(b.srcdata[NID].numpy().tolist(), [t.numpy().tolist() for t in b.edges()])
+            for b in blocks]
+
+
+def test_sampler_processes_match_in_process(standalone):
+    import runtime.dist_graph as dg
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    ids = np.arange(0, 600, 2)
+    sampler = NeighborSampler([5, 10], seed=1)
+    inproc = DistDataLoader(ids, 32, shuffle=True, seed=9, collate_fn=sampler.sample_blocks,
+                            num_samplers=0)
+    forked = DistDataLoader(ids, 32, shuffle=True, seed=9, collate_fn=sampler.sample_blocks,
+                            num_samplers=2)
+    try:
+        for _ in range(2):  # two epochs, same processes
+            a = [_blocks_signature(b) for b in inproc]
+            b = [_blocks_signature(b) for b in forked]
+            assert a == b and len(a) == len(inproc)
+        pids = list(forked._workers.pids)
+        assert len(pids) == 2
+    finally:
+        forked.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_node_dataloader_yields_dgl_triples(standalone):
+    import runtime.dist_graph as dg
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    loader = DistNodeDataLoader(g, np.arange(50), NeighborSampler([4, 4]), batch_size=20,
+                                num_samplers=0)
+    input_nodes, seeds, blocks = next(iter(loader))
+    np.testing.assert_array_equal(seeds.numpy(), np.arange(20))
+    np.testing.assert_array_equal(input_nodes.numpy(), blocks[0].srcdata[NID].numpy())
+
+
+def _failing_collate(seeds):
+    if int(seeds[0]) >= 20:
+        raise ValueError("boom in collate")
+    return seeds
+
+
+def _dying_collate(seeds):
+    if int(seeds[0]) >= 20:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return seeds
+
+
+def test_sampler_error_and_death_are_reported(standalone):
+    loader = DistDataLoader(np.arange(100), 10, collate_fn=_failing_collate, num_samplers=1)
+    with pytest.raises(DistError, match="boom in collate"):
+        list(loader)
+    loader.close()
+    loader = DistDataLoader(np.arange(100), 10, collate_fn=_dying_collate, num_samplers=2)
+    t0 = time.monotonic()
+    with pytest.raises(DistError, match="killed by signal 9"):
+        list(loader)
+    assert time.monotonic() - t0 < 10
+    loader.close()
