@@ -19,6 +19,12 @@ _EXPORTS = {
     "edge_split": "runtime.split",
     "NID": "runtime.dist_graph",
     "EID": "runtime.dist_graph",
+    "DistEmbedding": "runtime.embedding",
+    "sample_neighbors": "runtime.neighbor_sampler",
+    "NeighborSampler": "runtime.neighbor_sampler",
+    "DistDataLoader": "runtime.dataloader",
+    "DistNodeDataLoader": "runtime.dataloader",
+    "Block": "runtime.block",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -338,6 +338,26 @@ class DistGraph:
         if reqs:
             self._ctx.pool.call_many(reqs)
 
+    def sparse_update(self, kind: str, weight: str, states: list[str], policy: str,
+                      ids: np.ndarray, grads: np.ndarray, params: dict) -> None:
+        """Send row gradients to the machines owning the rows; each applies the update."""
+        from .sparse_update import apply_update
+
+        rmap, typ = self._rmap(policy)
+        reqs = []
+        for m, sel, local in self._by_owner(np.asarray(ids, np.int64), rmap, typ):
+            rows = np.ascontiguousarray(grads[sel])
+            if m == self.machine_id:
+                apply_update(kind, self._local_tensor(weight),
+                             [self._local_tensor(n) for n in states], local, rows, params)
+            else:
+                pool = self._ctx.pool
+                reqs.append(Request(m, pool.pick(m), {"op": "sparse_update", "kind": kind,
+                                                      "weight": weight, "states": states,
+                                                      "params": params}, [local, rows]))
+        if reqs:
+            self._ctx.pool.call_many(reqs)
+
     def _local_tensor(self, name: str) -> np.ndarray:
         arr = self._local.get(name)
         if arr is None:

@@ -34,6 +34,7 @@ from .errors import DistError
 from .ip_config import read_ip_config
 from .sampling import sample_on_part
 from .shm import ShmArena
+from .sparse_update import apply_update
 from .wire import PROTOCOL_VERSION, pack, unpack
 
 log = logging.getLogger(__name__)
@@ -303,6 +304,13 @@ class GraphServer:
                                   int(header["seed"]), weights,
                                   excluded if len(excluded) else None)
         return {}, out
+
+    def _op_sparse_update(self, ident, header, arrays):
+        """Apply an optimizer step to rows of an embedding table held by this machine."""
+        weight = self._tensor(header["weight"])
+        states = [self._tensor(n) for n in header["states"]]
+        apply_update(header["kind"], weight, states, arrays[0], arrays[1], header["params"])
+        return {}, []
 
     def _op_barrier(self, ident, header, arrays):
         name, count = header["name"], int(header["count"])

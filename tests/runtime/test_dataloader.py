@@ -33,7 +33,7 @@ def _blocks_signature(blocks):
 def test_sampler_processes_match_in_process(standalone):
     import runtime.dist_graph as dg
 
-    g = dg.DistGraph("g", part_config=str(standalone))
+    dg.DistGraph("g", part_config=str(standalone))  # the graph the sampler uses
     ids = np.arange(0, 600, 2)
     sampler = NeighborSampler([5, 10], seed=1)
     inproc = DistDataLoader(ids, 32, shuffle=True, seed=9, collate_fn=sampler.sample_blocks,

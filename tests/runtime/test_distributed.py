@@ -112,6 +112,22 @@ def test_two_trainers_barrier_and_shared_pushes(cluster):
         g.barrier()
         vals = t[np.arange(g.num_nodes())].numpy()[:, 0]
         assert set(vals[0::2].tolist()) == {1} and set(vals[1::2].tolist()) == {2}, vals[:10]
+        # A DistEmbedding trained by both trainers: gradients reach each row's owner.
+        from runtime.embedding import DistEmbedding
+        from runtime.optim import SparseAdam
+        emb = DistEmbedding(g.num_nodes(), 3, name="emb")
+        opt = SparseAdam([emb], lr=0.05)
+        target = torch.ones(g.num_nodes(), 3)
+        rng = np.random.default_rng(rank)
+        first = None
+        for step in range(40):
+            ids = rng.integers(0, g.num_nodes(), 64)
+            loss = ((emb(ids) - target[ids]) ** 2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+            first = first if first is not None else loss.item()
+        g.barrier()
+        final = ((emb.weight[np.arange(g.num_nodes())] - 1) ** 2).mean().item()
+        assert final < 0.6 * first, (first, final)
         print("ok", rank)
     """)
     procs = []
