@@ -25,6 +25,7 @@ _EXPORTS = {
     "DistDataLoader": "runtime.dataloader",
     "DistNodeDataLoader": "runtime.dataloader",
     "Block": "runtime.block",
+    "DistEdgeDataLoader": "runtime.edge_dataloader",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .block import Block
+from .edge_dataloader import PairGraph
 from .errors import DistError
 
 
@@ -37,6 +38,10 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
                            leaf(x._edata[et]["_ID"].numpy())]
                           for et, (s, d) in x._edges.items()],
             }
+        if isinstance(x, PairGraph):
+            return {"t": "pair", "s": leaf(x.src.numpy()), "d": leaf(x.dst.numpy()),
+                    "n": leaf(x.nids.numpy()),
+                    "e": None if x.eids is None else leaf(x.eids.numpy())}
         if isinstance(x, (list, tuple)):
             return {"t": "list" if isinstance(x, list) else "tuple", "v": [walk(v) for v in x]}
         if isinstance(x, dict):
@@ -69,6 +74,10 @@ def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
                      for et, s, d, e in x["edges"]}
             return Block({t: torch.from_numpy(arr(i)) for t, i in x["src"].items()},
                          x["ndst"], edges)
+        if kind == "pair":
+            return PairGraph(torch.from_numpy(arr(x["s"])), torch.from_numpy(arr(x["d"])),
+                             torch.from_numpy(arr(x["n"])),
+                             None if x["e"] is None else torch.from_numpy(arr(x["e"])))
         if kind in ("list", "tuple"):
             items = [walk(v) for v in x["v"]]
             return items if kind == "list" else tuple(items)

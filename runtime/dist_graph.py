@@ -58,6 +58,7 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
     env = RuntimeEnv.from_environ()
     if env is None:
         _context = RuntimeContext(env=None)
+        _standalone_torch_env()
         return
     if env.role == "server":
         from .server import run_server
@@ -70,6 +71,20 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
     pool.connect()
     _context = RuntimeContext(env=env, pool=pool)
     atexit.register(exit_client)
+
+
+def _standalone_torch_env() -> None:
+    """Let ``init_process_group`` work unchanged in standalone mode: a world of one."""
+    import socket
+
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
 
 
 def exit_client() -> None:

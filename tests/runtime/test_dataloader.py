@@ -88,3 +88,41 @@ def test_sampler_error_and_death_are_reported(standalone):
         list(loader)
     assert time.monotonic() - t0 < 10
     loader.close()
+
+
+def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
+    import runtime.dist_graph as dg
+    from runtime.edge_dataloader import DistEdgeDataLoader
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    eids = np.arange(0, g.num_edges(), 5)
+    loader = DistEdgeDataLoader(g, eids, NeighborSampler([-1]), batch_size=64,
+                                negative_sampler=3, num_samplers=0)
+    src_all, dst_all = g.find_edges(np.arange(g.num_edges()))
+    for input_nodes, pos, neg, blocks in loader:
+        seeds = blocks[-1].dstdata[NID].numpy()
+        ps, pd = (t.numpy() for t in pos.edges())
+        e = pos.edata["_ID"].numpy()
+        np.testing.assert_array_equal(seeds[ps], src_all.numpy()[e])
+        np.testing.assert_array_equal(seeds[pd], dst_all.numpy()[e])
+        assert neg.num_edges() == 3 * pos.num_edges()
+        ns, _ = (t.numpy() for t in neg.edges())
+        np.testing.assert_array_equal(seeds[ns], np.repeat(seeds[ps], 3))
+        # Fanout -1 takes every in-edge except the batch's own: none of them appear.
+        assert not np.isin(blocks[-1].edge_ids().numpy(), e).any()
+        assert np.array_equal(input_nodes.numpy(), blocks[0].srcdata[NID].numpy())
+        break
+
+
+def test_edge_batches_cross_sampler_processes(standalone):
+    import runtime.dist_graph as dg
+    from runtime.edge_dataloader import DistEdgeDataLoader
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    loader = DistEdgeDataLoader(g, np.arange(200), NeighborSampler([3]), batch_size=50,
+                                num_samplers=1)
+    try:
+        batches = list(loader)
+        assert len(batches) == 4 and batches[0][1].num_edges() == 50
+    finally:
+        loader.close()

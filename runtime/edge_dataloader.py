@@ -1,0 +1,105 @@
+"""``DistEdgeDataLoader``: mini-batches of edges with uniform negative sampling (link prediction).
+
+Each batch yields ``(input_nodes, pos_graph, neg_graph, blocks)`` as DGL does: the positive
+and negative pair graphs hold edges between the batch's seed nodes (local indices into
+``blocks[-1].dstdata[NID]``), and the blocks are sampled for those seed nodes. With
+``exclude="self"`` the batch's own edges are not sampled as neighbours (no label leakage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .block import EID, NID
+from .dataloader import DistDataLoader
+from .errors import DistError
+
+
+@dataclass
+class PairGraph:
+    """Edges between the seed nodes of a batch, as local index pairs (DGL's pair graph)."""
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    nids: torch.Tensor
+    eids: torch.Tensor | None = None
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.src, self.dst
+
+    def num_edges(self) -> int:
+        return int(self.src.shape[0])
+
+    def num_nodes(self) -> int:
+        return int(self.nids.shape[0])
+
+    @property
+    def ndata(self) -> dict[str, torch.Tensor]:
+        return {NID: self.nids}
+
+    @property
+    def edata(self) -> dict[str, torch.Tensor]:
+        return {} if self.eids is None else {EID: self.eids}
+
+
+class UniformNegative:
+    """``k`` negative edges per positive edge: same source, destination uniform over nodes."""
+
+    def __init__(self, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+
+    def __call__(self, src: np.ndarray, num_nodes: int, rng: np.random.Generator):
+        return np.repeat(src, self.k), rng.integers(0, num_nodes, len(src) * self.k)
+
+
+class DistEdgeDataLoader(DistDataLoader):
+    """DGL's ``DistEdgeDataLoader(g, eids, graph_sampler, negative_sampler=..., batch_size)``.
+
+    Homogeneous graphs (one edge type). ``negative_sampler`` is a ``UniformNegative(k)`` or an
+    int ``k``.
+    """
+
+    def __init__(self, g: Any, eids: Any, graph_sampler: Any, batch_size: int,
+                 negative_sampler: Any = 1, exclude: str | None = "self",
+                 shuffle: bool = False, drop_last: bool = False, seed: int = 0,
+                 **kwargs: Any) -> None:
+        if len(g.canonical_etypes) != 1:
+            raise DistError("DistEdgeDataLoader supports one edge type for now")
+        self.g = g
+        self.graph_sampler = graph_sampler
+        self.negative = (negative_sampler if callable(negative_sampler)
+                         else UniformNegative(int(negative_sampler)))
+        if exclude not in (None, "self"):
+            raise DistError(f"exclude={exclude!r}: supported are None and 'self'")
+        self.exclude = exclude
+        self._neg_seed = seed
+        self._neg_calls = 0
+        super().__init__(eids, batch_size, shuffle=shuffle, collate_fn=self._collate,
+                         drop_last=drop_last, seed=seed, **kwargs)
+
+    def _collate(self, eids: torch.Tensor):
+        from .neighbor_sampler import _batch_key
+
+        self._neg_calls += 1
+        key = _batch_key or (0, self._neg_calls)
+        rng = np.random.default_rng([self._neg_seed, key[0], key[1]])
+        src, dst = (t.numpy() for t in self.g.find_edges(eids))
+        neg_src, neg_dst = self.negative(src, self.g.num_nodes(), rng)
+        all_ids = np.concatenate([src, dst, neg_src, neg_dst])
+        seeds, local = np.unique(all_ids, return_inverse=True)
+        n = len(src)
+        pos = PairGraph(torch.from_numpy(local[:n]), torch.from_numpy(local[n:2 * n]),
+                        torch.from_numpy(seeds), eids)
+        m = len(neg_src)
+        neg = PairGraph(torch.from_numpy(local[2 * n:2 * n + m]),
+                        torch.from_numpy(local[2 * n + m:]), torch.from_numpy(seeds))
+        exclude = eids if self.exclude == "self" else None
+        blocks = self.graph_sampler.sample_blocks(torch.from_numpy(seeds), self.g,
+                                                  exclude_edges=exclude)
+        return blocks[0].srcdata[NID], pos, neg, blocks

@@ -1,0 +1,77 @@
+"""The GraphSAGE example (the DGL guide's script with runtime imports) trains, standalone and
+on two 'machines' (real servers on 127.0.0.1/127.0.0.2, two trainer processes, gloo DDP)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from partitioner import partition_graph
+from partitioner.generate import generate_graph
+from runtime.ip_config import write_ip_config
+from runtime.shm import job_files
+from tests.runtime.conftest import REPO, Cluster, free_port_range
+
+pytestmark = pytest.mark.multiprocess
+ARGS = ["--graph-name", "g", "--num-epochs", "4", "--batch-size", "200", "--fan-out", "5,10",
+        "--lr", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return generate_graph(3000, avg_degree=10, seed=1)
+
+
+def _accuracy(out: str) -> float:
+    m = re.search(r"test accuracy ([0-9.]+)", out)
+    assert m, out
+    return float(m.group(1))
+
+
+def test_standalone(graph, tmp_path):
+    partition_graph(graph, "g", 1, tmp_path / "p1")
+    proc = subprocess.run([sys.executable, "examples/train_dist.py", *ARGS, "--part-config",
+                           str(tmp_path / "p1" / "g.json")], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "epoch 3" in proc.stdout
+    assert _accuracy(proc.stdout) > 0.6  # 8 classes: chance is 0.125
+
+
+def test_two_machines(graph, tmp_path):
+    partition_graph(graph, "g", 2, tmp_path / "p2")
+    ips = ["127.0.0.1", "127.0.0.2"]
+    base = free_port_range(ips, 1)
+    write_ip_config(tmp_path / "ip.txt", [(ip, base) for ip in ips])
+    cluster = Cluster(tmp_path / "p2" / "g.json", tmp_path / "ip.txt", ips, num_servers=1,
+                      timeout=10.0)
+    cluster.start_servers()
+    master = free_port_range(["127.0.0.1"], 1)
+    trainers = []
+    try:
+        for rank in range(2):
+            env = cluster.env("trainer", rank)
+            env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master))
+            trainers.append(subprocess.Popen([sys.executable, "examples/train_dist.py", *ARGS],
+                                             cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=180) for p in trainers]
+        for p, (out, err) in zip(trainers, outs, strict=True):
+            assert p.returncode == 0, err
+        assert _accuracy(outs[0][0]) > 0.6
+        assert "test accuracy" not in outs[1][0], "only rank 0 prints"
+        for p in cluster.procs:
+            p.wait(20)  # servers leave once both trainers have gone
+        assert job_files(cluster.job_id) == []
+    finally:
+        for p in trainers:
+            if p.poll() is None:
+                p.kill()
+        cluster.stop()
+    assert all(p.returncode is not None for p in cluster.procs)
+    assert os.environ.get("DGLCTL_ROLE") is None
