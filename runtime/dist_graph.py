@@ -318,10 +318,13 @@ class DistGraph:
     def pull(self, name: str, policy: str, ids: np.ndarray, row_shape, dtype) -> np.ndarray:
         """Rows ``ids`` (per-type ids) of tensor ``name``: local ones from shared memory."""
         ids = np.asarray(ids, dtype=np.int64)
-        out = np.empty((len(ids), *row_shape), dtype)
         rmap, typ = self._rmap(policy)
+        groups = list(self._by_owner(ids, rmap, typ))
+        if len(groups) == 1 and groups[0][0] == self.machine_id:
+            return self._local_tensor(name)[groups[0][2]]  # all local: one gather, no copy
+        out = np.empty((len(ids), *row_shape), dtype)
         reqs, slots = [], []
-        for m, sel, local in self._by_owner(ids, rmap, typ):
+        for m, sel, local in groups:
             if m == self.machine_id:
                 out[sel] = self._local_tensor(name)[local]
             else:

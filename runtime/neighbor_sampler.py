@@ -189,12 +189,13 @@ class NeighborSampler:
         else:
             call_seed = self.seed * 1_000_003 + self._calls
         dst = _as_seed_dict(graph, seeds)
+        num_nodes = {t: graph.num_nodes(t) for t in graph.ntypes}
         blocks: list[Block] = []
         for layer, fanout in enumerate(reversed(self.fanouts)):
             sampled = sample_neighbors(graph, dst, fanout, prob=self.prob,
                                        exclude_edges=exclude_edges, replace=self.replace,
                                        seed=call_seed * 31 + layer)
-            block = to_block(dst, sampled)
+            block = to_block(dst, sampled, num_nodes)
             blocks.insert(0, block)
             dst = {t: block._src_data[t]["_ID"].numpy() for t in block.ntypes}
         return blocks

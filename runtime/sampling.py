@@ -76,8 +76,6 @@ def sample_etype(
     big = np.flatnonzero(deg > fanout)
     if len(big) == 0:
         return _all_edges(start, deg)
-    small = np.flatnonzero(deg <= fanout)
-    seed_small, pos_small = _all_edges(start[small], deg[small])
     n = deg[big]
     k = keys[big]
     chosen = np.empty((len(big), fanout), np.int64)
@@ -88,10 +86,14 @@ def sample_etype(
         dup = (chosen[:, :c] == t[:, None]).any(axis=1) if c else np.zeros(len(big), bool)
         chosen[:, c] = np.where(dup, j, t)
     chosen.sort(axis=1)
-    seed_idx = np.concatenate([small[seed_small], np.repeat(big, fanout)])
-    pos = np.concatenate([pos_small, (start[big, None] + chosen).reshape(-1)])
-    order = np.argsort(seed_idx, kind="stable")
-    return seed_idx[order], pos[order]
+    # Every seed keeps min(deg, fanout) edges: take all edges of every seed, then overwrite
+    # the slots of the high-degree seeds with their chosen offsets (output grouped by seed).
+    take = np.minimum(deg, fanout)
+    seed_idx, offset = _all_edges(np.zeros(len(deg), np.int64), take)
+    first = np.cumsum(take) - take
+    slots = (first[big, None] + np.arange(fanout)).reshape(-1)
+    offset[slots] = chosen.reshape(-1)
+    return seed_idx, start[seed_idx] + offset
 
 
 def _all_edges(start: np.ndarray, deg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,262 @@
+"""Runtime benchmark: sampling, feature pull and server scaling, each against a baseline
+measured in the same run (the machine is shared and noisy: compare the ratios).
+
+  1. local 2-layer sampling [10, 25] on 1000 seeds (standalone, in process) - the baseline
+     for distributed sampling through the servers on the same seeds (goal: >= 0.5x);
+  2. remote feature pull, 10,000 random rows x 128 float32 from the other machine, against a
+     bare pyzmq DEALER/ROUTER round trip of the same bytes (goal: >= 0.5x);
+  3. local rows against numpy fancy indexing of the same shared array (goal: within 20%);
+  4. 4 client processes pulling remote rows with 1 vs 2 servers per machine (goal: 2 > 1).
+Figures from DGL 1.1.3 on this machine (REFERENCE.md) are printed beside ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+DGL = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93, "epoch_s": 10.7}
+
+
+def free_base(ips: list[str], count: int) -> int:
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((ips[0], 0))
+            base = s.getsockname()[1]
+        socks = []
+        try:
+            for ip in ips:
+                for k in range(count):
+                    t = socket.socket()
+                    socks.append(t)
+                    t.bind((ip, base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free ports")
+
+
+class Servers:
+    """Server processes of one job on 127.0.0.1 and 127.0.0.2 (what 'dglctl launch' does)."""
+
+    def __init__(self, part_config: Path, num_servers: int, workdir: Path) -> None:
+        from runtime.env import RuntimeEnv
+        from runtime.ip_config import write_ip_config
+
+        self.ips = ["127.0.0.1", "127.0.0.2"]
+        self.ip_config = workdir / f"ip_{num_servers}.txt"
+        write_ip_config(self.ip_config, [(ip, free_base(self.ips, num_servers)) for ip in self.ips])
+        self.job = "b" + uuid.uuid4().hex[:8]
+        self.token = uuid.uuid4().hex
+        self.num_servers = num_servers
+
+        def env(role, m, k=0):
+            e = dict(os.environ)
+            e.update(RuntimeEnv(role, self.job, self.token, m, str(self.ip_config),
+                                str(part_config), num_servers=num_servers, server_id=k,
+                                timeout=60).to_environ())
+            e["PYTHONPATH"] = str(REPO)
+            return e
+
+        self.env = env
+        self.procs = [subprocess.Popen([sys.executable, "-m", "runtime.server"], env=env("server", m, k),
+                                       start_new_session=True)
+                      for m in range(2) for k in range(num_servers)]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            p.wait(30)
+
+
+def timeit(fn, repeat: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def bare_zmq_gbs(nbytes: int, repeat: int) -> float:
+    """GB/s of a DEALER->ROUTER round trip whose reply carries ``nbytes`` (echo server process)."""
+    import zmq
+
+    code = (
+        "import zmq,sys; c=zmq.Context(); s=c.socket(zmq.ROUTER); s.bind(sys.argv[1]); "
+        f"buf=bytearray({nbytes})\n"
+        "while True:\n"
+        "    f=s.recv_multipart()\n"
+        "    if f[1]==b'stop': break\n"
+        "    s.send_multipart([f[0], b'h', buf])\n"
+    )
+    port = free_base(["127.0.0.2"], 1)
+    addr = f"tcp://127.0.0.2:{port}"
+    proc = subprocess.Popen([sys.executable, "-c", code, addr])
+    ctx = zmq.Context.instance()
+    d = ctx.socket(zmq.DEALER)
+    d.connect(addr)
+    req = np.arange(10_000, dtype=np.int64).tobytes()  # the ids a pull sends
+
+    def once():
+        d.send_multipart([req])
+        d.recv_multipart(copy=False)
+
+    t = timeit(once, repeat)
+    d.send_multipart([b"stop"])
+    proc.wait(10)
+    d.close(0)
+    return nbytes / t / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--avg-degree", type=float, default=20.0)
+    ap.add_argument("--feat-dim", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    from partitioner import partition_graph
+    from partitioner.generate import generate_graph
+    from partitioner.loader import load_orig_ids
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-rtbench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    graph = generate_graph(args.nodes, avg_degree=args.avg_degree, feat_dim=args.feat_dim, seed=0)
+    for parts in (1, 2):
+        if not (work / f"p{parts}" / "bench.json").exists():
+            partition_graph(graph, "bench", parts, work / f"p{parts}", overwrite=True)
+    del graph
+    print(f"graph {args.nodes:,} nodes, feat {args.feat_dim} (prepared in "
+          f"{time.perf_counter() - t0:.0f}s)", flush=True)
+    results: dict[str, float] = {}
+
+    import runtime.dist_graph as dg
+    from runtime.neighbor_sampler import NeighborSampler
+
+    # 1. local sampling baseline (standalone, in process)
+    dg.initialize()
+    g1 = dg.DistGraph("bench", part_config=str(work / "p1" / "bench.json"))
+    rng = np.random.default_rng(0)
+    seeds_orig = rng.choice(args.nodes, 1000, replace=False)
+    inv1 = np.argsort(load_orig_ids(g1.config)[0]["_N"])
+    sampler = NeighborSampler([10, 25])
+    edges = sum(b.num_edges() for b in sampler.sample_blocks(inv1[seeds_orig], g1))
+    t_local = timeit(lambda: sampler.sample_blocks(inv1[seeds_orig], g1), args.repeat)
+    results["local_seeds_s"] = 1000 / t_local
+    results["local_edges_s"] = edges / t_local
+
+    servers = Servers(work / "p2" / "bench.json", 1, work)
+    try:
+        os.environ.update(servers.env("trainer", 0))
+        dg.initialize()
+        g2 = dg.DistGraph("bench")
+        inv2 = np.argsort(load_orig_ids(g2.config)[0]["_N"])
+        t_dist = timeit(lambda: sampler.sample_blocks(inv2[seeds_orig], g2), args.repeat)
+        results["dist_seeds_s"] = 1000 / t_dist
+        results["dist_edges_s"] = edges / t_dist
+        # 2. remote pull vs bare zmq
+        book = g2.get_partition_book()
+        remote = book.partid2nids(1)
+        local_ids = book.partid2nids(0)
+        feat = g2.ndata["feat"]
+        nbytes = 10_000 * args.feat_dim * 4
+        t_pull = timeit(lambda: feat[rng.choice(remote, 10_000)], args.repeat * 4)
+        results["pull_remote_gbs"] = nbytes / t_pull / 1e9
+        results["bare_zmq_gbs"] = bare_zmq_gbs(nbytes, args.repeat * 4)
+        # 3. local rows vs numpy fancy indexing of the same shared array
+        idx = rng.choice(local_ids, 10_000)
+        arr = g2._local_tensor("_N/feat")
+        t_loc = timeit(lambda: feat[idx], args.repeat * 4)
+        t_np = timeit(lambda: arr[idx], args.repeat * 4)
+        results["pull_local_gbs"] = nbytes / t_loc / 1e9
+        results["numpy_local_gbs"] = nbytes / t_np / 1e9
+        dg.exit_client()
+    finally:
+        servers.stop()
+    for k in list(os.environ):
+        if k.startswith("DGLCTL_"):
+            del os.environ[k]
+
+    # 4. 4 clients against 1 vs 2 servers per machine
+    for num_servers in (1, 2):
+        servers = Servers(work / "p2" / "bench.json", num_servers, work)
+        outs = [work / f"load{num_servers}_{i}.txt" for i in range(4)]
+        try:
+            clients = []
+            for out in outs:
+                env = servers.env("trainer", 0)
+                clients.append(subprocess.Popen(
+                    [sys.executable, "-c",
+                     "import sys,json; sys.path.insert(0, sys.argv[1]); "
+                     "from pathlib import Path; import bench.runtime_bench as b; "
+                     "b.client_load_env(int(sys.argv[2]), Path(sys.argv[3]))",
+                     str(REPO), "1", str(out)], env=env))
+            for c in clients:
+                c.wait(300)
+            results[f"rows_s_{num_servers}_servers"] = sum(float(o.read_text()) for o in outs)
+        finally:
+            servers.stop()
+
+    print(f"sampling [10,25], 1000 seeds: local {results['local_seeds_s']:,.0f} seeds/s "
+          f"({results['local_edges_s'] / 1e6:.2f}M edges/s); through servers "
+          f"{results['dist_seeds_s']:,.0f} seeds/s; ratio {results['dist_seeds_s'] / results['local_seeds_s']:.2f}"
+          f" (goal >= 0.5); DGL 1.1.3 distributed here: {DGL['sampling_seeds_s']:,} seeds/s "
+          "(two trainers together)")
+    print(f"remote pull 10k x {args.feat_dim} float32: {results['pull_remote_gbs']:.2f} GB/s; bare "
+          f"zmq round trip {results['bare_zmq_gbs']:.2f} GB/s; ratio "
+          f"{results['pull_remote_gbs'] / results['bare_zmq_gbs']:.2f} (goal >= 0.5); DGL 1.1.3: "
+          f"{DGL['pull_remote_gbs']} GB/s from the other partition")
+    print(f"local rows: {results['pull_local_gbs']:.2f} GB/s vs numpy fancy indexing "
+          f"{results['numpy_local_gbs']:.2f} GB/s; ratio "
+          f"{results['pull_local_gbs'] / results['numpy_local_gbs']:.2f} (goal >= 0.8)")
+    print(f"4 clients, remote rows/s: 1 server/machine {results['rows_s_1_servers']:,.0f}, "
+          f"2 servers/machine {results['rows_s_2_servers']:,.0f}; ratio "
+          f"{results['rows_s_2_servers'] / results['rows_s_1_servers']:.2f} (goal > 1)")
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+def client_load_env(machine: int, out: Path, rows: int = 10_000, seconds: float = 8.0) -> None:
+    """Entry of the load-test client processes (env contract already set by the parent)."""
+    import runtime.dist_graph as dg
+
+    dg.initialize()
+    g = dg.DistGraph("bench")
+    own = g.get_partition_book().partid2nids(machine)
+    rng = np.random.default_rng(os.getpid())
+    feat = g.ndata["feat"]
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        feat[rng.choice(own, rows)]
+        n += rows
+    out.write_text(str(n / (time.perf_counter() - t0)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
