@@ -340,19 +340,51 @@ def run_server(env: RuntimeEnv) -> None:
     server.serve()
 
 
-def main() -> int:
-    """``python -m runtime.server``: run one server from the env contract."""
+def _parse_args(argv: list[str] | None) -> RuntimeEnv:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m runtime.server",
+        description="Run one graph server. Values come from the DGLCTL_* environment (what "
+                    "'dglctl launch' sets); options override them. The job token is read from "
+                    "DGLCTL_TOKEN or --token-file, never from the command line (ps shows it).")
+    p.add_argument("--ip-config")
+    p.add_argument("--part-config")
+    p.add_argument("--machine-id", type=int)
+    p.add_argument("--server-id", type=int)
+    p.add_argument("--num-servers", type=int)
+    p.add_argument("--job-id")
+    p.add_argument("--token-file")
+    p.add_argument("--timeout", type=float)
+    args = p.parse_args(argv)
+    environ = dict(os.environ)
+    environ.setdefault("DGLCTL_ROLE", "server")
+    for key in ("ip_config", "part_config", "machine_id", "server_id", "num_servers", "job_id",
+                "timeout"):
+        value = getattr(args, key)
+        if value is not None:
+            environ[f"DGLCTL_{key.upper()}"] = str(value)
+    if args.token_file:
+        environ["DGLCTL_TOKEN"] = open(args.token_file).read().strip()
+    env = RuntimeEnv.from_environ(environ)
+    assert env is not None
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m runtime.server``: run one server from the env contract and options."""
     logging.basicConfig(level=os.environ.get("DGLCTL_LOG", "WARNING"),
                         format="%(asctime)s %(name)s %(message)s")
-    env = RuntimeEnv.from_environ()
-    if env is None or env.role != "server":
-        print("runtime.server: DGLCTL_ROLE=server and the rest of the env contract must be set",
-              file=sys.stderr)
-        return 2
     try:
+        env = _parse_args(argv)
+        if env.role != "server":
+            raise DistError(f"DGLCTL_ROLE is {env.role!r}; this entry point runs servers")
         run_server(env)
     except DistError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"runtime.server: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"runtime.server: error: {e}", file=sys.stderr)
         return 1
     return 0
 
