@@ -117,7 +117,8 @@ def sample_neighbors(
 
 def _finish(book, m, e, et, sel_ids, s_idx, src_homo, pos):
     dst = sel_ids[s_idx]
-    _, src = book.map_to_per_ntype(src_homo)
+    # One node type: per-type ids are the homogeneous ids.
+    src = src_homo if len(book.ntypes) == 1 else book.map_to_per_ntype(src_homo)[1]
     eid = pos + book.edges.typed_start[m, e]
     return src, dst, eid
 
