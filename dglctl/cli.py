@@ -42,9 +42,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 def _register() -> None:
-    from .commands import data
+    from .commands import data, jobs
 
-    for command in data.COMMANDS:
+    for command in [*data.COMMANDS, *jobs.COMMANDS]:
         cli.add_command(command)
 
 

@@ -26,6 +26,11 @@ class Display:
         if not self.json_mode:
             click.echo(text)
 
+    def line(self, text: str) -> None:
+        """A streamed output line (process logs): stdout, even in quiet mode."""
+        if not self.json_mode:
+            click.echo(text)
+
     def json(self, payload: Any) -> None:
         """The command's machine-readable result (stdout), printed only in JSON mode."""
         if self.json_mode:

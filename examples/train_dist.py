@@ -85,7 +85,9 @@ def main(args):
         losses = []
         tick = time.perf_counter()
         with model.join():
-            for blocks in dataloader:
+            for step, blocks in enumerate(dataloader):
+                if args.max_steps and step >= args.max_steps:
+                    break
                 t1 = time.perf_counter()
                 batch_inputs, batch_labels = load_subtensor(
                     g, blocks[0].srcdata[NID], blocks[-1].dstdata[NID])
@@ -104,14 +106,16 @@ def main(args):
                 losses.append(loss.item())
                 tick = time.perf_counter()
         epoch_time = time.perf_counter() - t0
-        val_acc = evaluate(g, model.module, val_nid, sampler, args.batch_size)
+        val_acc = (float("nan") if args.no_eval
+                   else evaluate(g, model.module, val_nid, sampler, args.batch_size))
         if rank == 0:
             split = ", ".join(f"{k} {v:.2f}s" for k, v in times.items())
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val_acc:.4f}, "
                   f"time {epoch_time:.2f}s ({split})", flush=True)
-    test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size)
-    if rank == 0:
-        print(f"test accuracy {test_acc:.4f}", flush=True)
+    if not args.no_eval:
+        test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size)
+        if rank == 0:
+            print(f"test accuracy {test_acc:.4f}", flush=True)
     th.distributed.destroy_process_group()
 
 
@@ -127,6 +131,9 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.003)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many "
+                   "steps (0: all); benchmarks use it")
+    p.add_argument("--no-eval", action="store_true", help="skip validation/test (benchmarks)")
     return p.parse_args(argv)
 
 

@@ -38,13 +38,14 @@ class ServerPool:
 
     def __init__(
         self, machines: list[Machine], num_servers: int, token: str, timeout: float,
-        client_name: str = "client",
+        client_name: str = "client", keeps_server: bool = True,
     ) -> None:
         self.machines = machines
         self.num_servers = num_servers
         self.token = token
         self.timeout = timeout
         self.client_name = client_name
+        self.keeps_server = keeps_server
         self._ctx = zmq.Context.instance()
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
         self._ids = itertools.count(1)
@@ -66,7 +67,8 @@ class ServerPool:
         """Handshake with every server (they may still be starting: wait up to the timeout)."""
         reqs = [
             Request(m, k, {"op": "hello", "token": self.token, "version": PROTOCOL_VERSION,
-                           "runtime": __version__, "client": self.client_name}, [])
+                           "runtime": __version__, "client": self.client_name,
+                           "keeps_server": self.keeps_server}, [])
             for (m, k) in self._socks
         ]
         try:

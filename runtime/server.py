@@ -105,6 +105,7 @@ class GraphServer:
         self.stats = {"requests": 0, "bytes_in": 0, "bytes_out": 0, "errors": 0}
         self.started = time.time()
         self.running = True
+        self.armed = False
         self.csc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     # --- set-up ------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ class GraphServer:
                         seen += 1
                     elif ev["event"] == zmq.EVENT_DISCONNECTED:
                         connected -= 1
-                        if connected <= 0 and seen > 0:
+                        if connected <= 0 and seen > 0 and self.armed:
                             log.info("every client has gone; shutting down")
                             self.running = False
                 if sock in events:
@@ -220,6 +221,9 @@ class GraphServer:
         if header.get("token") != self.env.token:
             raise DistError(f"job token mismatch: this server belongs to job {self.env.job_id}")
         self.authenticated.add(ident)
+        # Idle shutdown starts once a client that holds the job (a trainer or sampler, not
+        # the launcher's readiness probe) has connected.
+        self.armed = self.armed or bool(header.get("keeps_server", True))
         return {"machine_id": self.env.machine_id, "server_id": self.env.server_id,
                 "job_id": self.env.job_id, "runtime": __version__}, []
 

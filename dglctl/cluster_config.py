@@ -1,0 +1,210 @@
+"""The cluster config (YAML): hosts, SSH settings, workspace, process counts; validated in one place.
+
+Every error names the file, the key path and the value, and an unknown key comes with the
+nearest valid one. Command-line flags override the file through ``with_overrides``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+DEFAULT_PORT_BASE = 30050
+TRANSPORTS = ("local", "ssh")
+
+
+@dataclass(frozen=True)
+class SSHSettings:
+    """How dglctl reaches a host over SSH (keys or agent; passwords are never used)."""
+
+    user: str | None = None
+    port: int = 22
+    key: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    strict_host_keys: bool = True
+    connect_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Host:
+    """One machine of the cluster. Its index in ``hosts`` is its machine (= partition) id."""
+
+    address: str
+    name: str
+    data_address: str
+    ssh: SSHSettings
+    python: str
+    workspace: str
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A validated cluster description."""
+
+    path: str
+    hosts: tuple[Host, ...]
+    transport: str = "ssh"
+    env: dict[str, str] = field(default_factory=dict)
+    servers_per_host: int = 1
+    trainers_per_host: int = 1
+    samplers_per_trainer: int = 0
+    port_base: int = DEFAULT_PORT_BASE
+    timeout: float = 10.0
+
+    def with_overrides(self, **overrides: Any) -> ClusterConfig:
+        """A copy with command-line values (None means: keep the file's)."""
+        values = {k: v for k, v in overrides.items() if v is not None}
+        for key in ("servers_per_host", "trainers_per_host"):
+            if key in values and values[key] < 1:
+                raise ConfigError(f"--{key.replace('_', '-')} must be at least 1, got {values[key]}")
+        if values.get("samplers_per_trainer", 0) < 0:
+            raise ConfigError("--num-samplers must be >= 0")
+        return replace(self, **values)
+
+
+_TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
+        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout"}
+_HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
+_SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout"}
+
+
+def _unknown(path: str, where: str, key: str, allowed: set[str]) -> ConfigError:
+    near = difflib.get_close_matches(key, sorted(allowed), n=1)
+    hint = f"did you mean {near[0]!r}?" if near else f"allowed keys: {', '.join(sorted(allowed))}"
+    return ConfigError(f"{path}: unknown key {where}{key!r}", hint=hint)
+
+
+def _check_keys(path: str, where: str, data: dict, allowed: set[str]) -> None:
+    for key in data:
+        if key not in allowed:
+            raise _unknown(path, where, str(key), allowed)
+
+
+def _typed(path: str, where: str, value: Any, kind: type, *, minimum: float | None = None) -> Any:
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise ConfigError(f"{path}: {where} must be {kind.__name__}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{path}: {where} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _address(path: str, where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: {where} must be a host name or IP address, got {value!r}")
+    return value
+
+
+def load_cluster_config(path: str | Path) -> ClusterConfig:
+    """Read and validate a cluster YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such cluster config",
+                          hint="see configs/local.yaml and configs/cluster.example.yaml") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}{line}: not valid YAML ({e.problem})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML ({e})") from None
+    return parse_cluster_config(data, str(p))
+
+
+def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
+    """Validate already-parsed YAML data."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level (with a 'hosts' list)")
+    _check_keys(path, "", data, _TOP)
+    transport = data.get("transport", "ssh")
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"{path}: transport must be one of {', '.join(TRANSPORTS)}, got "
+                          f"{transport!r}")
+    ssh_data = data.get("ssh", {}) or {}
+    if not isinstance(ssh_data, dict):
+        raise ConfigError(f"{path}: ssh must be a mapping")
+    _check_keys(path, "ssh.", ssh_data, _SSH)
+    ssh = SSHSettings(
+        user=ssh_data.get("user"),
+        port=_typed(path, "ssh.port", ssh_data.get("port", 22), int, minimum=1),
+        key=ssh_data.get("key"),
+        known_hosts=ssh_data.get("known_hosts", "~/.ssh/known_hosts"),
+        strict_host_keys=_typed(path, "ssh.strict_host_keys",
+                                ssh_data.get("strict_host_keys", True), bool),
+        connect_timeout=_typed(path, "ssh.connect_timeout",
+                               ssh_data.get("connect_timeout", 10.0), float, minimum=0.1),
+    )
+    python = data.get("python", "python3")
+    workspace = data.get("workspace", "~/dglctl-workspace")
+    hosts_data = data.get("hosts")
+    if not isinstance(hosts_data, list) or not hosts_data:
+        raise ConfigError(f"{path}: 'hosts' must be a non-empty list",
+                          hint="e.g. hosts: [{address: 10.0.0.1}, {address: 10.0.0.2}]")
+    hosts = []
+    seen: dict[str, int] = {}
+    for i, h in enumerate(hosts_data):
+        where = f"hosts[{i}]"
+        if isinstance(h, str):
+            h = {"address": h}
+        if not isinstance(h, dict):
+            raise ConfigError(f"{path}: {where} must be an address or a mapping, got {h!r}")
+        _check_keys(path, f"{where}.", h, _HOST)
+        if "address" not in h:
+            raise ConfigError(f"{path}: {where} has no 'address'")
+        address = _address(path, f"{where}.address", h["address"])
+        data_address = _address(path, f"{where}.data_address", h.get("data_address", address))
+        try:
+            ipaddress.ip_address(data_address)
+        except ValueError:
+            raise ConfigError(
+                f"{path}: {where}.data_address {data_address!r} must be an IP address (servers "
+                "bind to it and ip_config.txt lists it)",
+                hint="set data_address to the host's IP on the data network") from None
+        name = str(h.get("name", address))
+        if name in seen:
+            raise ConfigError(f"{path}: {where} repeats host {name!r} (also hosts[{seen[name]}])")
+        seen[name] = i
+        host_ssh = replace(
+            ssh,
+            user=h.get("user", ssh.user),
+            port=_typed(path, f"{where}.port", h.get("port", ssh.port), int, minimum=1),
+            key=h.get("key", ssh.key),
+        )
+        hosts.append(Host(address=address, name=name, data_address=data_address, ssh=host_ssh,
+                          python=str(h.get("python", python)),
+                          workspace=str(h.get("workspace", workspace))))
+    env = data.get("env", {}) or {}
+    if not isinstance(env, dict):
+        raise ConfigError(f"{path}: env must be a mapping of NAME: value")
+    for k in env:
+        if not isinstance(k, str) or not k.replace("_", "").isalnum():
+            raise ConfigError(f"{path}: env key {k!r} is not a valid variable name")
+    return ClusterConfig(
+        path=path,
+        hosts=tuple(hosts),
+        transport=transport,
+        env={str(k): str(v) for k, v in env.items()},
+        servers_per_host=_typed(path, "servers_per_host", data.get("servers_per_host", 1), int,
+                                minimum=1),
+        trainers_per_host=_typed(path, "trainers_per_host", data.get("trainers_per_host", 1),
+                                 int, minimum=1),
+        samplers_per_trainer=_typed(path, "samplers_per_trainer",
+                                    data.get("samplers_per_trainer", 0), int, minimum=0),
+        port_base=_typed(path, "port_base", data.get("port_base", DEFAULT_PORT_BASE), int,
+                         minimum=1024),
+        timeout=_typed(path, "timeout", data.get("timeout", 10.0), float, minimum=1.0),
+    )

@@ -1,0 +1,263 @@
+"""Host transports: run the host agent and copy files, locally or over SSH (paramiko).
+
+Both transports share everything but two primitives: running one command and writing one
+file. Connections are lazy (made on first use) and closed with ``close()``. Every remote
+command is built with ``shlex.join``: paths, script arguments and values are never spliced
+into a shell line unquoted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .cluster_config import ClusterConfig, Host
+from .errors import DglctlError
+
+AGENT = ["-m", "dglctl.agent"]
+
+
+class HostError(DglctlError):
+    """A host-level failure: names the host and what to do."""
+
+    exit_code = 1
+
+
+class HostUnreachable(HostError):
+    """The host cannot be reached over SSH."""
+
+
+class AuthFailed(HostError):
+    """SSH authentication was refused."""
+
+
+class UnknownHostKey(HostError):
+    """The host's key is not in known_hosts (or does not match it)."""
+
+
+class RemoteCommandFailed(HostError):
+    """A command on a host exited non-zero (names host, command, code, last lines)."""
+
+
+class Transport:
+    """What the launcher needs of one host."""
+
+    def __init__(self, host: Host, cluster: ClusterConfig) -> None:
+        self.host = host
+        self.cluster = cluster
+        self.workspace = self._workspace()
+
+    def _workspace(self) -> str:
+        return self.host.workspace
+
+    # primitives -------------------------------------------------------------------------------
+    def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        raise NotImplementedError
+
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+        raise NotImplementedError
+
+    def python(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    # shared -----------------------------------------------------------------------------------
+    def agent(self, *args: str, timeout: float = 60.0) -> Any:
+        """Run one agent command on the host and return its JSON result."""
+        argv = [self.python(), *AGENT, *args]
+        code, out, err = self.run(argv, timeout)
+        if code != 0:
+            lines = "\n".join(err.strip().splitlines()[-8:])
+            hint = None
+            if "No module named" in err or code == 127:
+                hint = (f"install the same dglctl version on {self.host.name} and point "
+                        f"'python' in the cluster config at that interpreter")
+            raise RemoteCommandFailed(
+                f"host {self.host.name}: '{shlex.join(argv[:4])} ...' exited with {code}:\n"
+                f"{lines}", hint=hint)
+        try:
+            return json.loads(out)
+        except ValueError:
+            raise RemoteCommandFailed(
+                f"host {self.host.name}: the agent printed no JSON: {out[-500:]!r}") from None
+
+    def path(self, rel: str) -> str:
+        return f"{self.workspace.rstrip('/')}/{rel}"
+
+    def put(self, source: Path, rel: str, mode: int = 0o644) -> None:
+        """Copy a local file into the workspace atomically (temp name, then rename)."""
+        self.write_file(self.path(rel), None, source, mode)
+
+    def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> None:
+        self.write_file(self.path(rel), data, None, mode)
+
+
+class LocalTransport(Transport):
+    """Runs the agent with this interpreter on this machine; workspace per host name."""
+
+    def _workspace(self) -> str:
+        return str(Path(os.path.expanduser(self.host.workspace)) / self.host.name)
+
+    def python(self) -> str:
+        return sys.executable
+
+    def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise RemoteCommandFailed(f"host {self.host.name}: {shlex.join(argv[:4])} ... took "
+                                      f"longer than {timeout:.0f}s") from None
+        return p.returncode, p.stdout, p.stderr
+
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+        dest = Path(path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+        if source is not None:
+            shutil.copyfile(source, tmp)
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data or b"")
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+
+
+class SSHTransport(Transport):
+    """Runs commands and copies files over one SSH connection (paramiko), opened lazily."""
+
+    def __init__(self, host: Host, cluster: ClusterConfig) -> None:
+        super().__init__(host, cluster)
+        self._client = None
+        self._sftp = None
+
+    def python(self) -> str:
+        return self.host.python
+
+    def _connect(self):
+        if self._client is not None:
+            return self._client
+        import paramiko
+
+        ssh = self.host.ssh
+        client = paramiko.SSHClient()
+        known = os.path.expanduser(ssh.known_hosts)
+        if os.path.exists(known):
+            client.load_host_keys(known)
+        client.set_missing_host_key_policy(
+            paramiko.RejectPolicy() if ssh.strict_host_keys else paramiko.AutoAddPolicy())
+        where = f"{ssh.user + '@' if ssh.user else ''}{self.host.address}:{ssh.port}"
+        try:
+            client.connect(self.host.address, port=ssh.port, username=ssh.user,
+                           key_filename=os.path.expanduser(ssh.key) if ssh.key else None,
+                           timeout=ssh.connect_timeout, banner_timeout=ssh.connect_timeout,
+                           auth_timeout=ssh.connect_timeout, allow_agent=True,
+                           look_for_keys=ssh.key is None)
+        except paramiko.BadHostKeyException as e:
+            raise UnknownHostKey(
+                f"host {self.host.name} ({where}): its key does not match {known}: {e}",
+                hint="if the host was reinstalled, remove its old line from known_hosts") from None
+        except paramiko.SSHException as e:
+            if "not found in known_hosts" in str(e):
+                raise UnknownHostKey(
+                    f"host {self.host.name} ({where}) is not in {known}",
+                    hint=f"connect once with 'ssh -p {ssh.port} {where.rsplit(':', 1)[0]}' to "
+                         "check and record its key, or set ssh.strict_host_keys: false for a "
+                         "test cluster") from None
+            if isinstance(e, paramiko.AuthenticationException):
+                raise AuthFailed(
+                    f"host {self.host.name} ({where}): SSH authentication failed: {e}",
+                    hint="check ssh.user and ssh.key (keys or agent only; no passwords)") from None
+            raise HostUnreachable(f"host {self.host.name} ({where}): SSH error: {e}") from None
+        except (TimeoutError, OSError) as e:
+            raise HostUnreachable(f"host {self.host.name} ({where}): cannot connect: {e}",
+                                  hint="check the address, port and that sshd runs") from None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(5)
+        self._client = client
+        return client
+
+    def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        client = self._connect()
+        # The remote workspace may start with "~": let the remote shell expand only that.
+        line = shlex.join(argv)
+        chan = client.get_transport().open_session()
+        chan.settimeout(timeout)
+        chan.exec_command(line)
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if chan.recv_ready():
+                    out += chan.recv(1 << 16)
+                elif chan.recv_stderr_ready():
+                    err += chan.recv_stderr(1 << 16)
+                elif chan.exit_status_ready():
+                    while chan.recv_ready():
+                        out += chan.recv(1 << 16)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(1 << 16)
+                    break
+                elif time.monotonic() > deadline:
+                    raise RemoteCommandFailed(f"host {self.host.name}: '{line[:80]}' took longer "
+                                              f"than {timeout:.0f}s")
+                else:
+                    time.sleep(0.005)
+            code = chan.recv_exit_status()
+        finally:
+            chan.close()
+        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+        if self._sftp is None:
+            self._sftp = self._connect().open_sftp()
+        sftp = self._sftp
+        parent = path.rsplit("/", 1)[0]
+        self._mkdirs(parent)
+        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp{os.getpid()}"
+        if source is not None:
+            sftp.put(str(source), tmp)
+        else:
+            with sftp.open(tmp, "wb") as f:
+                f.set_pipelined(True)
+                f.write(data or b"")
+        sftp.chmod(tmp, mode)
+        sftp.posix_rename(tmp, path)
+
+    def _mkdirs(self, folder: str) -> None:
+        sftp = self._sftp
+        parts = folder.strip("/").split("/")
+        cur = "" if folder.startswith("/") else "."
+        for part in parts:
+            cur = f"{cur}/{part}" if cur else part
+            try:
+                sftp.stat(cur)
+            except OSError:
+                try:
+                    sftp.mkdir(cur)
+                except OSError:
+                    sftp.stat(cur)  # raced with another mkdir: fine if it exists now
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+            self._sftp = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def make_transport(host: Host, cluster: ClusterConfig) -> Transport:
+    """The transport the cluster config asks for."""
+    return (LocalTransport if cluster.transport == "local" else SSHTransport)(host, cluster)

@@ -1,0 +1,61 @@
+"""Fixtures for launcher tests: a small partition, a private DGLCTL_HOME and workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from partitioner import partition_graph
+from runtime.shm import SHM_DIR
+from tests.conftest import community_graph
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    """A 2-part and a 3-part partition of a small graph named 'g'."""
+    g = community_graph(n=400)
+    root = tmp_path_factory.mktemp("launch")
+    out = {}
+    for n in (2, 3):
+        partition_graph(g, "g", n, root / f"p{n}")
+        out[n] = root / f"p{n}" / "g.json"
+    return out
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def local_cluster(tmp_path):
+    """configs/local.yaml with a private workspace and a random port base."""
+    import random
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "local.yaml").read_text())
+    data["workspace"] = str(tmp_path / "ws")
+    data["port_base"] = random.randint(20000, 50000)
+    data["timeout"] = 5
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def leftovers(job_id: str) -> tuple[list, list]:
+    """Processes whose command line mentions the job's workspace and shm files of the job."""
+    shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*"))
+    procs = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                env = (p / "environ").read_bytes()
+            except OSError:
+                continue
+            if f"DGLCTL_JOB_ID={job_id}".encode() in env:
+                procs.append(int(p.name))
+    return procs, shm

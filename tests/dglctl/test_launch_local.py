@@ -1,0 +1,156 @@
+"""dglctl launch / status / stop / logs on the local default cluster (real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dglctl.cli import main
+from dglctl.jobs import JobManifest, list_jobs
+from tests.dglctl.conftest import SCRIPTS, leftovers
+
+pytestmark = pytest.mark.multiprocess
+TRAINER = str(SCRIPTS / "trainer.py")
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _job_from(text: str) -> str:
+    m = re.search(r"job (\d{4}-[0-9a-f]{6})", text)
+    assert m, text
+    return m.group(1)
+
+
+def test_launch_runs_to_completion(parts, home, local_cluster, capsys):
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--", "ok"], capsys)
+    assert code == 0, err
+    for rank in range(4):
+        assert f"trainer {rank}] rank {rank}/4 pulled (400, 5)" in out
+    assert out.count("] done") == 4
+    job = list_jobs()[-1]
+    assert job.state == "succeeded"
+    assert leftovers(job.job_id) == ([], [])
+
+
+def test_failing_trainer_stops_everything(parts, home, local_cluster, capsys):
+    t0 = time.monotonic()
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--", "fail"], capsys)
+    assert code == 1
+    assert re.search(r"\[m0 trainer 1\] \(trainer-0-1, process group \d+\) exited with code 3",
+                     err), err
+    assert "rank 1 giving up" in err  # the last lines of its log
+    job = list_jobs()[-1]
+    assert job.state == "failed" and job.result["root_cause"] == "trainer-0-1"
+    assert leftovers(job.job_id) == ([], [])
+    assert time.monotonic() - t0 < 60
+
+
+def test_crash_shows_traceback(parts, home, local_cluster, capsys):
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--", "crash"], capsys)
+    assert code == 1 and "deliberate crash in the training script" in err
+    assert leftovers(list_jobs()[-1].job_id) == ([], [])
+
+
+def test_killed_trainer_stops_job_within_seconds(parts, home, local_cluster, tmp_path):
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
+                             str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    victim = None
+    while time.monotonic() < deadline and victim is None:
+        time.sleep(0.5)
+        jobs = list_jobs()
+        if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == 4:
+            m = jobs[-1]
+            rec = next(p for p in m.procs if p.name == "trainer-1-0")
+            pidfile = Path(rec.log).with_suffix(".pid")
+            if pidfile.exists() and b"sleeping" in Path(rec.log).read_bytes():
+                victim = int(pidfile.read_text())
+    assert victim, "trainers did not start"
+    os.kill(victim, signal.SIGKILL)
+    t_kill = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert time.monotonic() - t_kill < 20
+    assert "[m1 trainer 2] (trainer-1-0" in err and "killed by signal 9 (SIGKILL)" in err
+    assert leftovers(m.job_id) == ([], [])
+
+
+def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
+    jobs = []
+    for _ in range(2):
+        code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster),
+                              "--part-config", str(parts[2]), "--detach", "--", "sleep"], capsys)
+        assert code == 0, err
+        jobs.append(_job_from(out))
+    assert "in use; using" in err  # the second job moved to free ports
+    time.sleep(1.0)
+    for job in jobs:
+        code, out, err = run(["status", job, "--json"], capsys)
+        assert code == 0, err
+        st = json.loads(out)
+        assert st["state"] == "running"
+        assert [p["state"] for p in st["processes"]] == ["running"] * 6
+    code, out, _ = run(["status"], capsys)
+    assert all(j in out for j in jobs)
+    code, out, err = run(["logs", jobs[0], "--role", "server"], capsys)
+    assert code == 0
+    code, out, err = run(["stop", jobs[0]], capsys)
+    assert code == 0 and "stopped" in out
+    assert leftovers(jobs[0]) == ([], [])
+    st = json.loads(run(["status", jobs[1], "--json"], capsys)[1])
+    assert st["state"] == "running", "stopping one job leaves the other running"
+    code, out, _ = run(["stop", jobs[0]], capsys)
+    assert code == 0 and "already stopped" in out
+    code, out, _ = run(["status", jobs[0], "--json"], capsys)
+    assert json.loads(out)["state"] == "stopped"
+    assert run(["stop", "--all"], capsys)[0] == 0
+    assert leftovers(jobs[1]) == ([], [])
+    assert JobManifest.load(jobs[1]).state == "stopped"
+
+
+def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
+    base = ["launch", TRAINER, "--part-config"]
+    # more partitions than hosts
+    code, _, err = run([*base, str(parts[3]), "--cluster", str(local_cluster)], capsys)
+    assert code == 2 and "3 parts" in err and "2 host(s)" in err
+    # malformed YAML: file and line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hosts:\n  - {address: 127.0.0.1\nworkspace: x\n")
+    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad)], capsys)
+    assert code == 2 and "bad.yaml:" in err and "not valid YAML" in err
+    # unknown key with a suggestion
+    bad.write_text("hosts: [127.0.0.1]\nworkspce: /tmp/x\n")
+    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad)], capsys)
+    assert code == 2 and "workspce" in err and "did you mean 'workspace'" in err
+    # missing partition config
+    code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(local_cluster)],
+                       capsys)
+    assert code == 2 and "nope.json" in err
+    # port in use, with an explicit --port-base
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code, _, err = run([*base, str(parts[2]), "--cluster", str(local_cluster),
+                            "--port-base", str(port), "--", "ok"], capsys)
+    assert code == 2 and f"host m1: port(s) {port} in use" in err
+    assert "Traceback" not in err
