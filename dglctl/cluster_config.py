@@ -104,6 +104,22 @@ def _address(path: str, where: str, value: Any) -> str:
     return value
 
 
+def _resolve(address: str) -> str:
+    """The IP of ``address`` (itself if it is one; unresolvable names are left as they are,
+    and rejected below with a hint to set ``data_address``)."""
+    import socket
+
+    try:
+        ipaddress.ip_address(address)
+        return address
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(address)
+    except OSError:
+        return address
+
+
 def load_cluster_config(path: str | Path) -> ClusterConfig:
     """Read and validate a cluster YAML file."""
     p = Path(path)
@@ -166,13 +182,13 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         if "address" not in h:
             raise ConfigError(f"{path}: {where} has no 'address'")
         address = _address(path, f"{where}.address", h["address"])
-        data_address = _address(path, f"{where}.data_address", h.get("data_address", address))
+        data_address = h.get("data_address") or _resolve(address)
         try:
             ipaddress.ip_address(data_address)
         except ValueError:
             raise ConfigError(
-                f"{path}: {where}.data_address {data_address!r} must be an IP address (servers "
-                "bind to it and ip_config.txt lists it)",
+                f"{path}: {where}: {data_address!r} does not resolve to an IP address (servers "
+                "bind to the data address and ip_config.txt lists it)",
                 hint="set data_address to the host's IP on the data network") from None
         name = str(h.get("name", address))
         if name in seen:

@@ -237,10 +237,10 @@ class SSHTransport(Transport):
 
     def _mkdirs(self, folder: str) -> None:
         sftp = self._sftp
-        parts = folder.strip("/").split("/")
-        cur = "" if folder.startswith("/") else "."
-        for part in parts:
-            cur = f"{cur}/{part}" if cur else part
+        prefix = "/" if folder.startswith("/") else ""
+        cur = ""
+        for part in folder.strip("/").split("/"):
+            cur = f"{cur}/{part}" if cur else f"{prefix}{part}"
             try:
                 sftp.stat(cur)
             except OSError:

@@ -61,7 +61,7 @@ def test_two_machines(graph, tmp_path):
                                              cwd=REPO, env=env, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=180) for p in trainers]
-        for p, (out, err) in zip(trainers, outs, strict=True):
+        for p, (_, err) in zip(trainers, outs, strict=True):
             assert p.returncode == 0, err
         assert _accuracy(outs[0][0]) > 0.6
         assert "test accuracy" not in outs[1][0], "only rank 0 prints"

@@ -1,0 +1,90 @@
+"""A real OpenSSH server on 127.0.0.1-3 for tests: its own host key, config and client key."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+
+
+@dataclass
+class TestSSHD:
+    root: Path
+    port: int
+    client_key: Path
+    known_hosts: Path
+    proc: subprocess.Popen
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def _free_port() -> int:
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ok = True
+        for a in ADDRESSES[1:]:
+            with socket.socket() as s:
+                try:
+                    s.bind((a, port))
+                except OSError:
+                    ok = False
+        if ok:
+            return port
+    raise RuntimeError("no free port for sshd")
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def start_sshd(root: Path) -> TestSSHD:
+    """Start sshd (needs root, as CI and these machines run); raises if it cannot."""
+    if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
+        raise RuntimeError(f"{SSHD} or ssh-keygen missing: install openssh-server")
+    root.mkdir(parents=True, exist_ok=True)
+    host_key, client_key = root / "host_key", root / "client_key"
+    _keygen(host_key)
+    _keygen(client_key)
+    (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
+    port = _free_port()
+    cfg = root / "sshd_config"
+    cfg.write_text("\n".join([
+        f"Port {port}", *[f"ListenAddress {a}" for a in ADDRESSES],
+        f"HostKey {host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+        "UsePAM no", "StrictModes no", "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
+        "PermitRootLogin yes", "Subsystem sftp internal-sftp", f"PidFile {root / 'sshd.pid'}",
+        "LogLevel ERROR", "MaxStartups 100", "MaxSessions 100", ""]))
+    os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stderr=open(root / "sshd.log", "w"))
+    pub = (root / "host_key.pub").read_text().split()
+    known = root / "known_hosts"
+    known.write_text("".join(f"[{a}]:{port} {pub[0]} {pub[1]}\n" for a in ADDRESSES))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((ADDRESSES[2], port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}") from None
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        raise RuntimeError("sshd did not start listening")
+    return TestSSHD(root, port, client_key, known, proc)

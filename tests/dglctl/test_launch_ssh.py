@@ -1,0 +1,95 @@
+"""dglctl launch over real SSH: an OpenSSH server on 127.0.0.1-3 that the tests start."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+from dglctl.cli import main
+from dglctl.jobs import list_jobs
+from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.sshd import ADDRESSES, start_sshd
+
+pytestmark = pytest.mark.ssh
+TRAINER = str(SCRIPTS / "trainer.py")
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    # A missing sshd is a failure, not a skip: CI installs openssh-server.
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def write_cluster(path, sshd, **changes):
+    import random
+
+    data = {
+        "transport": "ssh",
+        "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
+                "known_hosts": str(sshd.known_hosts), "connect_timeout": 3},
+        "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws-h{i}")}
+                  for i, a in enumerate(ADDRESSES)],
+        "python": sys.executable,
+        "servers_per_host": 1, "trainers_per_host": 1, "samplers_per_trainer": 0,
+        "port_base": random.randint(20000, 50000), "timeout": 5,
+    }
+    for k, v in changes.items():
+        if k.startswith("ssh_"):
+            data["ssh"][k[4:]] = v
+        else:
+            data[k] = v
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_three_host_launch(sshd, parts, home, tmp_path, capsys):
+    cluster = write_cluster(tmp_path / "c.yaml", sshd)
+    code, out, err = run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
+                          str(parts[3]), "--", "ok"], capsys)
+    assert code == 0, err
+    for i in range(3):
+        assert f"[h{i} trainer {i}] rank {i}/3 pulled (400, 5)" in out
+    job = list_jobs()[-1]
+    assert job.state == "succeeded"
+    assert leftovers(job.job_id) == ([], [])
+    # A second launch finds the shards in place and copies nothing.
+    code, out, err = run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
+                          str(parts[3]), "--", "ok"], capsys)
+    assert code == 0 and err.count("up to date") == 3
+
+
+def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
+    def launch(**changes):
+        cluster = write_cluster(tmp_path / "c.yaml", sshd, **changes)
+        return run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
+                    str(parts[3]), "--", "ok"], capsys)
+
+    hosts = [{"name": "h0", "address": "no-such-host.invalid", "data_address": ADDRESSES[0]},
+             {"name": "h1", "address": ADDRESSES[1]}, {"name": "h2", "address": ADDRESSES[2]}]
+    code, _, err = launch(hosts=hosts)
+    assert code != 0 and "host h0" in err and "no-such-host.invalid" in err
+    other_key = tmp_path / "other_key"
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)],
+                   check=True)
+    code, _, err = launch(ssh_key=str(other_key))
+    assert code != 0 and "SSH authentication failed" in err
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    code, _, err = launch(ssh_known_hosts=str(empty))
+    assert code != 0 and "is not in" in err and "strict_host_keys" in err
+    code, _, err = launch(python="/nonexistent/bin/python3")
+    assert code != 0 and "/nonexistent/bin/python3" in err and "install the same dglctl" in err
+    for e in (err,):
+        assert "Traceback" not in e
