@@ -54,6 +54,8 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
     busy = []
     for port in [int(p) for p in args.ports.split(",") if p]:
         with socket.socket() as s:
+            # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((args.bind, port))
             except OSError:

@@ -140,6 +140,7 @@ class Launcher:
                                     f"'dglctl logs {self.job_id} -f', end it with "
                                     f"'dglctl stop {self.job_id}'")
                 return 0
+            self.display.info(f"[5/5] running job {self.job_id} (Ctrl-C stops it on every host)")
             return self.supervise()
         except _Signalled as s:
             name = signal.Signals(s.signum).name

@@ -31,6 +31,7 @@ from .errors import DistError, PeerTimeout
 from .wire import pack, unpack
 
 _PR_SET_PDEATHSIG = 1
+_INHERITED: list[Any] = []
 
 
 def _die_with_parent() -> None:
@@ -157,6 +158,9 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
         from .client import ServerPool
 
         old = ctx.pool
+        # Keep the parent's sockets referenced until os._exit: closing or collecting them in
+        # the child would touch the parent's ZeroMQ context, which has no threads here.
+        _INHERITED.append(old)
         ctx.pool = ServerPool(old.machines, old.num_servers, old.token, old.timeout,
                               client_name=f"sampler-{os.getpid()}")
         ctx.pool.connect()
