@@ -224,3 +224,31 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
                          minimum=1024),
         timeout=_typed(path, "timeout", data.get("timeout", 10.0), float, minimum=1.0),
     )
+
+
+def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) -> ClusterConfig:
+    """A cluster whose hosts are the lines of a DGL ip_config.txt (``launch --ip-config``).
+
+    Other settings come from ``base`` (the --cluster file) when given; without one, loopback
+    addresses use the local transport and anything else SSH with default settings.
+    """
+    from runtime.errors import IpConfigError
+    from runtime.ip_config import read_ip_config
+
+    try:
+        machines = read_ip_config(path)
+    except IpConfigError as e:
+        raise ConfigError(e.message) from None
+    ports = {m.port for m in machines}
+    if len(ports) != 1:
+        raise ConfigError(f"{path}: every line must use the same port (found {sorted(ports)})",
+                          hint="servers of every machine listen on PORT + k")
+    loopback = all(ipaddress.ip_address(m.ip).is_loopback for m in machines)
+    data = {"hosts": [{"name": f"m{m.machine_id}", "address": m.ip} for m in machines],
+            "transport": "local" if loopback else "ssh", "port_base": ports.pop()}
+    if base is None:
+        return parse_cluster_config(data, str(path))
+    template = base.hosts[0]
+    hosts = tuple(replace(template, address=m.ip, name=f"m{m.machine_id}", data_address=m.ip)
+                  for m in machines)
+    return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path)

@@ -42,10 +42,12 @@ def _transports(manifest):
 @click.option("--num-trainers", type=int, default=None, help="Trainers per host.")
 @click.option("--num-samplers", type=int, default=None, help="Sampler processes per trainer.")
 @click.option("--port-base", type=int, default=None, help="First server port on each host.")
+@click.option("--ip-config", type=click.Path(path_type=Path), default=None,
+              help="Take the hosts from a DGL ip_config.txt instead of the cluster file.")
 @click.option("--detach", is_flag=True, help="Leave the job running; follow with status/logs.")
 @click.pass_obj
 def launch(app, script, script_args, cluster_path, part_config, num_servers, num_trainers,
-           num_samplers, port_base, detach):
+           num_samplers, port_base, ip_config, detach):
     """Run SCRIPT on every host of the cluster: servers, trainers, samplers, supervised.
 
     \b
@@ -56,10 +58,15 @@ def launch(app, script, script_args, cluster_path, part_config, num_servers, num
     on every host and the root cause is printed; Ctrl-C does the same. Arguments after '--'
     go to SCRIPT.
     """
-    from ..cluster_config import load_cluster_config
+    from ..cluster_config import cluster_from_ip_config, load_cluster_config
     from ..launcher import Launcher, LaunchOptions
 
-    cluster = load_cluster_config(cluster_path or DEFAULT_CLUSTER).with_overrides(
+    if ip_config is not None:
+        base = load_cluster_config(cluster_path) if cluster_path else None
+        cluster = cluster_from_ip_config(ip_config, base)
+    else:
+        cluster = load_cluster_config(cluster_path or DEFAULT_CLUSTER)
+    cluster = cluster.with_overrides(
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, port_base=port_base)
     opts = LaunchOptions(script=script, script_args=list(script_args), part_config=part_config,
@@ -109,6 +116,7 @@ def status(app, job, json_mode):
             t.close()
     alive = any(s["state"] == "running" for s in states.values())
     state = m.state if m.state not in ("running", "starting") or alive else "stopped"
+    stats = _server_stats(m, states) if alive else {}
     rows = []
     for p in m.procs:
         s = states.get(p.name, {"state": "missing"})
@@ -120,7 +128,7 @@ def status(app, job, json_mode):
         rows.append({"host": m.hosts[p.host].name, "role": p.role, "rank": p.rank,
                      "pid": s.get("pid"), "pgid": p.pgid, "state": how,
                      "uptime": s.get("uptime"), "cpu_seconds": s.get("cpu_seconds"),
-                     "rss_bytes": s.get("rss_bytes")})
+                     "rss_bytes": s.get("rss_bytes"), "server_stats": stats.get(p.name)})
     display.json({"job": m.job_id, "state": state, "processes": rows, "result": m.result})
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, "
                    f"{len(m.hosts)} hosts)")
@@ -129,8 +137,38 @@ def status(app, job, json_mode):
     for r in rows:
         mem = f"{r['rss_bytes'] / 2**20:.0f}MiB" if r["rss_bytes"] else "-"
         cpu = f"{r['cpu_seconds']:.1f}s" if r["cpu_seconds"] is not None else "-"
+        served = r["server_stats"]
+        extra = (f"  {served['requests']:,} requests, {served['bytes_out'] / 1e6:.1f} MB out, "
+                 f"{served['clients']} clients" if served else "")
         display.result(f"{r['host']:<10} {r['role']:<8} {r['rank']:>4} {r['pid'] or '-':>8} "
-                       f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}")
+                       f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}{extra}")
+
+
+def _server_stats(manifest, states) -> dict[str, dict]:
+    """Each running server's own counters (requests, bytes, clients), asked with the job token."""
+    from runtime.client import Request, ServerPool
+    from runtime.errors import DistError
+    from runtime.ip_config import read_ip_config
+
+    servers = [p for p in manifest.procs
+               if p.role == "server" and states.get(p.name, {}).get("state") == "running"]
+    if not servers:
+        return {}
+    try:
+        machines = read_ip_config(manifest.ip_config)
+        num = 1 + max(p.rank for p in manifest.procs if p.role == "server")
+        pool = ServerPool(machines, num, manifest.token, 3.0, client_name="dglctl-status",
+                          keeps_server=False)
+    except DistError:
+        return {}
+    try:
+        pool.connect()
+        replies = pool.call_many([Request(p.host, p.rank, {"op": "stats"}, []) for p in servers])
+        return {p.name: header for p, (header, _) in zip(servers, replies, strict=True)}
+    except DistError:
+        return {}
+    finally:
+        pool.close()
 
 
 @click.command()

@@ -107,6 +107,8 @@ def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
         st = json.loads(out)
         assert st["state"] == "running"
         assert [p["state"] for p in st["processes"]] == ["running"] * 6
+        served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
+        assert all(s and s["requests"] > 0 and s["clients"] >= 4 for s in served), served
     code, out, _ = run(["status"], capsys)
     assert all(j in out for j in jobs)
     code, out, err = run(["logs", jobs[0], "--role", "server"], capsys)
@@ -154,3 +156,41 @@ def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
                             "--port-base", str(port), "--", "ok"], capsys)
     assert code == 2 and f"host m1: port(s) {port} in use" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig):
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
+                             str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        jobs = list_jobs()
+        if jobs and jobs[-1].state == "running":
+            break
+    time.sleep(2.0)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopping job" in err
+    m = JobManifest.load(list_jobs()[-1].job_id)
+    assert m.state == "stopped"
+    assert leftovers(m.job_id) == ([], [])
+
+
+def test_launch_from_ip_config(parts, home, tmp_path, capsys):
+    import random
+
+    port = random.randint(20000, 50000)
+    ip = tmp_path / "ip_config.txt"
+    ip.write_text(f"127.0.0.1 {port}\n127.0.0.2 {port}\n")
+    code, out, err = run(["launch", TRAINER, "--ip-config", str(ip), "--num-trainers", "1",
+                          "--part-config", str(parts[2]), "--", "ok"], capsys)
+    assert code == 0, err
+    assert "[m1 trainer 1] rank 1/2" in out
+    assert leftovers(list_jobs()[-1].job_id) == ([], [])
+    ip.write_text(f"127.0.0.1 {port}\n127.0.0.2 {port + 5}\n")
+    code, _, err = run(["launch", TRAINER, "--ip-config", str(ip), "--part-config",
+                        str(parts[2])], capsys)
+    assert code == 2 and "same port" in err
