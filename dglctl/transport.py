@@ -22,6 +22,7 @@ from .cluster_config import ClusterConfig, Host
 from .errors import DglctlError
 
 AGENT = ["-m", "dglctl.agent"]
+SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
 
 
 class HostError(DglctlError):
@@ -226,7 +227,9 @@ class SSHTransport(Transport):
         parent = path.rsplit("/", 1)[0]
         self._mkdirs(parent)
         tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp{os.getpid()}"
-        if source is not None:
+        if source is not None and source.stat().st_size >= SCP_MIN_BYTES and self._scp(source, tmp):
+            pass
+        elif source is not None:
             sftp.put(str(source), tmp)
         else:
             with sftp.open(tmp, "wb") as f:
@@ -234,6 +237,30 @@ class SSHTransport(Transport):
                 f.write(data or b"")
         sftp.chmod(tmp, mode)
         sftp.posix_rename(tmp, path)
+
+    def _scp(self, source: Path, dest: str) -> bool:
+        """Copy one big file with the system scp (OpenSSH's C crypto: ~1.4x paramiko's SFTP
+        here), authenticated exactly as the paramiko connection is. False if scp is missing."""
+        scp = shutil.which("scp")
+        if scp is None:
+            return False
+        ssh = self.host.ssh
+        known = os.path.expanduser(ssh.known_hosts)
+        argv = [scp, "-q", "-B", "-P", str(ssh.port),
+                "-o", f"ConnectTimeout={int(ssh.connect_timeout)}",
+                "-o", f"StrictHostKeyChecking={'yes' if ssh.strict_host_keys else 'no'}",
+                "-o", f"UserKnownHostsFile={known if ssh.strict_host_keys else '/dev/null'}"]
+        if ssh.key:
+            argv += ["-i", os.path.expanduser(ssh.key), "-o", "IdentitiesOnly=yes"]
+        target = f"{ssh.user + '@' if ssh.user else ''}{self.host.address}"
+        if ":" in self.host.address:  # IPv6 literal
+            target = f"{ssh.user + '@' if ssh.user else ''}[{self.host.address}]"
+        p = subprocess.run([*argv, str(source), f"{target}:{dest}"], capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise RemoteCommandFailed(f"host {self.host.name}: scp of {source.name} failed: "
+                                      f"{p.stderr.strip()[-300:]}")
+        return True
 
     def _mkdirs(self, folder: str) -> None:
         sftp = self._sftp

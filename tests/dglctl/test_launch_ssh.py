@@ -93,3 +93,23 @@ def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
     assert code != 0 and "/nonexistent/bin/python3" in err and "install the same dglctl" in err
     for e in (err,):
         assert "Traceback" not in e
+
+
+def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
+    import os
+
+    from dglctl.cluster_config import load_cluster_config
+    from dglctl.transport import SCP_MIN_BYTES, SSHTransport
+
+    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    t = SSHTransport(cluster.hosts[1], cluster)
+    t.workspace = str(tmp_path / "ws")
+    data = os.urandom(SCP_MIN_BYTES + 12345)
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    t.put(src, "deep/er/big.bin")
+    t.put_bytes(b"small", "deep/small.txt", mode=0o600)
+    t.close()
+    assert (tmp_path / "ws" / "deep" / "er" / "big.bin").read_bytes() == data
+    assert (tmp_path / "ws" / "deep" / "small.txt").stat().st_mode & 0o777 == 0o600
+    assert not list((tmp_path / "ws").rglob(".*tmp*")), "no temporary files left"
