@@ -299,11 +299,15 @@ class DistGraph:
     def _by_owner(self, ids: np.ndarray, rmap, tname: str):
         """Group per-type ``ids`` by owner machine: yields (machine, positions, local rows)."""
         t = rmap.type_index(tname)
+        if len(ids):
+            # Fast path (the common local-rows case): every id inside one part's range.
+            lo, hi = int(ids.min()), int(ids.max())
+            m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
+            if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t]:
+                yield m, slice(None), ids - rmap.typed_start[m, t]
+                return
         owner = np.searchsorted(rmap.typed_start[1:, t], ids, side="right")
         local = ids - rmap.typed_start[owner, t]
-        if len(ids) and owner.min() == owner.max():
-            yield int(owner[0]), slice(None), local
-            return
         order = np.argsort(owner, kind="stable")
         bounds = np.searchsorted(owner[order], np.arange(rmap.num_parts + 1))
         for m in range(rmap.num_parts):

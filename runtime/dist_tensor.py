@@ -22,6 +22,15 @@ def _np_dtype(dtype: Any) -> np.dtype:
     return np.dtype(dtype)
 
 
+def _as_ids(ids: Any) -> np.ndarray:
+    """Ids as a 1-D int64 numpy array, without a copy when they already are one."""
+    if isinstance(ids, np.ndarray):
+        return ids.astype(np.int64, copy=False).reshape(-1)
+    if isinstance(ids, torch.Tensor):
+        return ids.numpy().astype(np.int64, copy=False).reshape(-1)
+    return np.asarray(ids, dtype=np.int64).reshape(-1)
+
+
 def _current_graph() -> DistGraph:
     graphs = get_context().graphs
     if not graphs:
@@ -125,19 +134,19 @@ class DistTensor:
         return self.shape[0]
 
     def __getitem__(self, ids) -> torch.Tensor:
-        ids = np.asarray(torch.as_tensor(ids).numpy(), dtype=np.int64).reshape(-1)
+        ids = _as_ids(ids)
         return torch.from_numpy(
             self._graph.pull(self.name, self.part_policy, ids, self.shape[1:], self._np_dtype))
 
     def __setitem__(self, ids, value) -> None:
-        ids = np.asarray(torch.as_tensor(ids).numpy(), dtype=np.int64).reshape(-1)
+        ids = _as_ids(ids)
         data = torch.as_tensor(value).numpy().astype(self._np_dtype, copy=False)
         data = np.broadcast_to(data, (len(ids), *self.shape[1:]))
         self._graph.push(self.name, self.part_policy, ids, data, "set")
 
     def add_(self, ids, value) -> None:
         """Accumulate ``value`` into rows ``ids`` (duplicates add up); used by sparse optimizers."""
-        ids = np.asarray(torch.as_tensor(ids).numpy(), dtype=np.int64).reshape(-1)
+        ids = _as_ids(ids)
         data = torch.as_tensor(value).numpy().astype(self._np_dtype, copy=False)
         self._graph.push(self.name, self.part_policy, ids, data, "add")
 
