@@ -39,6 +39,7 @@ class ProcRecord:
     rank: int
     pgid: int
     log: str
+    port: int | None = None
 
 
 @dataclass

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -312,14 +312,19 @@ class Launcher:
         return {**self.cluster.env, **env}
 
     def _start(self, i: int, name: str, role: str, rank: int, argv: list[str],
-               env: dict[str, str]) -> None:
+               env: dict[str, str], port: int | None = None) -> None:
         t = self.transports[i]
         # The env (with the job token) travels as a 0600 file, never on a command line.
         t.put_bytes(json.dumps(env).encode(), f"jobs/{self.job_id}/{name}.env.json", mode=0o600)
         r = t.agent("start", "--workspace", t.workspace, "--job", self.job_id, "--name", name,
                     "--cwd", t.path(f"jobs/{self.job_id}"), "--argv", json.dumps(argv))
-        self.manifest.procs.append(ProcRecord(name, i, role, rank, r["pgid"], r["log"]))
+        self.manifest.procs.append(ProcRecord(name, i, role, rank, r["pgid"], r["log"], port))
         self.manifest.save()
+        # The host keeps its own record (without the token), for whoever logs in there.
+        mine = [asdict(p) for p in self.manifest.procs if p.host == i]
+        t.put_bytes(json.dumps({"job_id": self.job_id, "host": t.host.name, "machine_id": i,
+                                "processes": mine}, indent=1).encode(),
+                    f"jobs/{self.job_id}/manifest.json")
         self.offsets[name] = 0
 
     def start_servers(self) -> None:
@@ -332,7 +337,7 @@ class Launcher:
             for k in range(self.cluster.servers_per_host):
                 self._start(i, f"server-{i}-{k}", "server", k,
                             [t.python(), "-m", "runtime.server"],
-                            self._runtime_env(i, "server", k))
+                            self._runtime_env(i, "server", k), port=self.port_base + k)
         self.manifest.state = "starting"
         self.manifest.save()
         pool = ServerPool(read_ip_config(self.local_ip_config), self.cluster.servers_per_host,
@@ -367,7 +372,8 @@ class Launcher:
                            MASTER_ADDR=master, MASTER_PORT=str(self.master_port),
                            PYTHONUNBUFFERED="1")
                 self._start(i, f"trainer-{i}-{local}", "trainer", rank,
-                            [t.python(), self.opts.script.name, *self.opts.script_args], env)
+                            [t.python(), self.opts.script.name, *self.opts.script_args], env,
+                            port=self.master_port if rank == 0 else None)
         self.manifest.state = "running"
         self.manifest.save()
 
