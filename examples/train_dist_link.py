@@ -46,7 +46,8 @@ def main(args):
     val_mask = all_eids % 20 == 0
     train_eids = all_eids[~val_mask]
     train_eids = np.array_split(train_eids, world)[rank]
-    emb = DistEmbedding(g.num_nodes(), args.emb_dim, name="node_emb")
+    emb = DistEmbedding(g.num_nodes(), args.emb_dim, name="node_emb",
+                        init_func=lambda shape, dtype: th.empty(shape, dtype=dtype).uniform_(-0.1, 0.1))
     in_feats = g.ndata["feat"].shape[1] + args.emb_dim
     fanouts = [int(f) for f in args.fan_out.split(",")]
     model = SAGE(in_feats, args.num_hidden, args.num_hidden, len(fanouts), F.relu, 0.0)
