@@ -95,9 +95,13 @@ class ServerPool:
         a live server withholds (a barrier whose peers never arrive) is waited for at most
         ``max_wait`` seconds (default: ``timeout``).
         """
-        timeout = self.timeout if timeout is None else timeout
-        max_wait = timeout if max_wait is None else max_wait
-        started = time.monotonic()
+        return self.send_many(reqs, timeout, max_wait).collect()
+
+    def send_many(
+        self, reqs: list[Request], timeout: float | None = None, max_wait: float | None = None
+    ) -> PendingReplies:
+        """Send every request now; ``collect()`` on the result waits for the replies (so the
+        caller can work while they are in flight)."""
         pending: dict[int, int] = {}
         where: dict[int, tuple[int, int]] = {}
         for i, r in enumerate(reqs):
@@ -107,11 +111,37 @@ class ServerPool:
                                                                      copy=False)
             pending[rid] = i
             where[rid] = (r.machine_id, r.server_id)
+        return PendingReplies(self, reqs, pending, where,
+                              self.timeout if timeout is None else timeout, max_wait)
+
+    def close(self) -> None:
+        for s in self._socks.values():
+            s.close(0)
+        self._socks.clear()
+
+
+class PendingReplies:
+    """Replies still on their way from ``ServerPool.send_many``."""
+
+    def __init__(self, pool: ServerPool, reqs: list[Request], pending: dict[int, int],
+                 where: dict[int, tuple[int, int]], timeout: float, max_wait: float | None):
+        self.pool = pool
+        self.reqs = reqs
+        self.pending = pending
+        self.where = where
+        self.timeout = timeout
+        self.max_wait = timeout if max_wait is None else max_wait
+        self.started = time.monotonic()
+
+    def collect(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+        """Wait for every reply (see ``ServerPool.call_many`` for the error rules)."""
+        pool, reqs, pending, where = self.pool, self.reqs, self.pending, self.where
+        timeout, max_wait, started = self.timeout, self.max_wait, self.started
         results: list[Any] = [None] * len(reqs)
         poller = zmq.Poller()
         keys = {where[rid] for rid in pending}
         for key in keys:
-            poller.register(self._socks[key], zmq.POLLIN)
+            poller.register(pool._socks[key], zmq.POLLIN)
         now = time.monotonic()
         heard = {key: now for key in keys}
         pinged = {key: now for key in keys}
@@ -121,7 +151,7 @@ class ServerPool:
             events = dict(poller.poll(100))
             now = time.monotonic()
             for key in keys:
-                sock = self._socks[key]
+                sock = pool._socks[key]
                 if sock not in events:
                     continue
                 while True:
@@ -139,11 +169,11 @@ class ServerPool:
                         continue  # a late reply of an abandoned request
                     idx = pending.pop(rid)
                     if "error" in header:
-                        errors.append(f"{self.describe(*key)}: {header['error']}")
+                        errors.append(f"{pool.describe(*key)}: {header['error']}")
                     results[idx] = (header, arrays)
             waiting = {where[rid] for rid in pending}
             if waiting and now - started > max_wait:
-                names = ", ".join(self.describe(*k) for k in sorted(waiting))
+                names = ", ".join(pool.describe(*k) for k in sorted(waiting))
                 raise PeerTimeout(
                     f"{names}: no reply to {reqs[pending[min(pending)]].header.get('op')!r} "
                     f"within {max_wait:.0f}s although the server is alive",
@@ -152,20 +182,15 @@ class ServerPool:
             for key in waiting:
                 if now - heard[key] > timeout:
                     raise PeerTimeout(
-                        f"{self.describe(*key)} did not answer within {timeout:.0f}s",
+                        f"{pool.describe(*key)} did not answer within {timeout:.0f}s",
                         hint="the server process died or is overloaded; see its log",
                     )
                 if now - heard[key] > PING_INTERVAL and now - pinged[key] > PING_INTERVAL:
                     # Long waits (a barrier) stay alive while the server answers pings.
-                    rid = next(self._ids)
+                    rid = next(pool._ids)
                     pings.add(rid)
-                    self._socks[key].send_multipart(pack({"op": "ping", "id": rid}))
+                    pool._socks[key].send_multipart(pack({"op": "ping", "id": rid}))
                     pinged[key] = now
         if errors:
             raise RemoteError("; ".join(errors))
         return results
-
-    def close(self) -> None:
-        for s in self._socks.values():
-            s.close(0)
-        self._socks.clear()
