@@ -121,6 +121,14 @@ class Launcher:
                      f"{h}")
         if not self.opts.script.is_file():
             raise DglctlError(f"training script {self.opts.script}: no such file")
+        from partitioner.format import verify_files
+
+        # Sizes only here (cheap); checksums are compared on the hosts after copying.
+        problems = verify_files(cfg, list(range(n)), checksums=False)
+        if problems:
+            raise DglctlError(
+                f"{cfg['_path']}: the partition is incomplete:\n  " + "\n  ".join(problems[:10]),
+                hint="re-run 'dglctl partition', or 'dglctl inspect' to see every problem")
         return cfg
 
     def run(self) -> int:

@@ -152,6 +152,15 @@ def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
     code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(local_cluster)],
                        capsys)
     assert code == 2 and "nope.json" in err
+    # a missing shard
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(parts[2].parent, broken)
+    victim = next((broken / "part1" / "graph").glob("*indices.npy"))
+    victim.unlink()
+    code, _, err = run([*base, str(broken / "g.json"), "--cluster", str(local_cluster)], capsys)
+    assert code == 2 and victim.name in err and "missing" in err
     # port in use, with an explicit --port-base
     import socket
 
