@@ -86,3 +86,34 @@ def test_link_prediction_auc_rises(tmp_path):
     assert proc.returncode == 0, proc.stderr
     aucs = [float(x) for x in re.findall(r"val AUC ([0-9.]+)", proc.stdout)]
     assert len(aucs) == 3 and aucs[-1] > 0.65 and aucs[-1] > aucs[0], proc.stdout
+
+
+def test_hetero_standalone_and_launched(tmp_path, monkeypatch):
+    from dglctl.cli import main as dglctl_main
+
+    g = generate_graph(3000, avg_degree=8, hetero=True, seed=0)
+    for n in (1, 2):
+        partition_graph(g, "h", n, tmp_path / f"p{n}")
+    proc = subprocess.run([sys.executable, "examples/train_dist_hetero.py", "--graph-name", "h",
+                           "--part-config", str(tmp_path / "p1" / "h.json")], cwd=REPO,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert _accuracy(proc.stdout) > 0.6
+    # The same script on the local 2-machine cluster, with sampler processes.
+    monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
+    import random
+
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    cfg.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code = dglctl_main(["-q", "launch", str(REPO / "examples" / "train_dist_hetero.py"),
+                        "--cluster", str(tmp_path / "c.yaml"), "--part-config",
+                        str(tmp_path / "p2" / "h.json"), "--", "--graph-name", "h"])
+    assert code == 0
+    from dglctl.jobs import list_jobs
+
+    job = list_jobs()[-1]
+    assert job.state == "succeeded"
+    assert job_files(job.job_id) == []
