@@ -117,3 +117,37 @@ def test_hetero_standalone_and_launched(tmp_path, monkeypatch):
     job = list_jobs()[-1]
     assert job.state == "succeeded"
     assert job_files(job.job_id) == []
+
+
+def test_accuracy_parity_standalone_vs_two_by_two(tmp_path, monkeypatch):
+    """Same graph, seed, epochs and global batch: 2 parts x 2 trainers within 1 point of one
+    process with the standalone DistGraph."""
+    import random
+
+    import yaml
+
+
+    g = generate_graph(5000, avg_degree=10, seed=3)
+    for n in (1, 2):
+        partition_graph(g, "g", n, tmp_path / f"p{n}")
+    args = ["--graph-name", "g", "--num-epochs", "8", "--fan-out", "5,10", "--lr", "0.01"]
+    proc = subprocess.run([sys.executable, "examples/train_dist.py", *args, "--batch-size",
+                           "400", "--part-config", str(tmp_path / "p1" / "g.json")], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    single = _accuracy(proc.stdout)
+    monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
+    cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    cfg.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    log = tmp_path / "out.txt"
+    with open(log, "w") as f:
+        proc = subprocess.run([sys.executable, "-m", "dglctl", "-q", "launch",
+                               str(REPO / "examples" / "train_dist.py"), "--cluster",
+                               str(tmp_path / "c.yaml"), "--part-config",
+                               str(tmp_path / "p2" / "g.json"), "--", *args, "--batch-size",
+                               "100"], stdout=f, stderr=subprocess.STDOUT, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, log.read_text()
+    distributed = _accuracy(log.read_text())
+    assert abs(single - distributed) <= 0.01, (single, distributed)
