@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import resource
 import time
 from collections.abc import Iterator
@@ -17,11 +16,15 @@ from .errors import PartitionOptionError
 from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
 from .graph import Graph, etype_key
 from .methods import METHODS, assign_parts
-from .parallel import submit
+from .parallel import prefault, release_free_memory, retained_heap, submit
 from .relabel import presort_edges, relabel_nodes, sort_edges
 from .report import quality_report
 from .shards import write_part
 from .symmetric import symmetric_csr
+
+# Memory faulted in beside METIS, per input edge: about what METIS's work arrays and the relabel
+# buffers take on top of what the symmetrize left free (measured on 1M nodes / 20M edges).
+_PREFAULT_BYTES_PER_EDGE = 32
 
 
 class ProgressReporter(Protocol):
@@ -72,13 +75,15 @@ def balance_weights(
     balance_train: bool = True,
     balance_ntypes: str | None = None,
     balance_edges: bool = False,
+    in_degrees: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
     """Vertex weight columns for METIS (``(n, ncon)`` int32) and a name for each column.
 
     Columns: node count (one per node type for heterogeneous graphs, as DGL balances types),
     the ``train_mask`` where present, one 0/1 column per distinct value of the node data named
     by ``balance_ntypes``, and in-degree with ``balance_edges``. All-zero columns are dropped,
-    since METIS rejects a constraint with no weight.
+    since METIS rejects a constraint with no weight. ``in_degrees`` (per edge type, the in-degree
+    of each destination-type node) saves counting them again where the caller has them.
     """
     n = graph.total_nodes
     offsets = graph.node_offsets()
@@ -128,9 +133,12 @@ def balance_weights(
             names.append(f"{balance_ntypes}={v}")
     if balance_edges:
         deg = np.zeros(n, np.int64)
-        for etype, (_, dst) in graph.edges.items():
+        for e, (etype, (_, dst)) in enumerate(graph.edges.items()):
             d = graph.ntypes.index(etype[2])
-            deg[offsets[d] : offsets[d + 1]] += np.bincount(dst, minlength=graph.num_nodes[etype[2]])
+            deg[offsets[d] : offsets[d + 1]] += (
+                np.bincount(dst, minlength=graph.num_nodes[etype[2]])
+                if in_degrees is None else in_degrees[e]
+            )
         cols.append(np.minimum(deg, 2**31 - 1).astype(np.int32))
         names.append("in-degree")
     keep = [i for i, c in enumerate(cols) if c.any()]
@@ -168,39 +176,55 @@ def partition_graph(
     n = graph.total_nodes
     num_pieces = num_parts * trainers_per_machine
 
-    with atomic_output_dir(out, overwrite) as tmp:
+    with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
         weights, weight_names = None, []
         indptr = indices = None
-        if method != "random":
-            with phases("symmetrize", f"{graph.total_edges:,} edges -> undirected CSR"):
-                src, dst = _homogeneous_edges(graph)
-                indptr, indices = symmetric_csr(src, dst, n)
-                del src, dst
-            weights, weight_names = balance_weights(
-                graph, balance_train=balance_train, balance_ntypes=balance_ntypes,
-                balance_edges=balance_edges,
-            )
-        detail = f"{num_pieces} parts"
-        if weight_names:
-            detail += f", balancing {', '.join(weight_names)}"
-        with phases("assign", f"{method}: {detail}"):
-            # The backend runs on a worker thread (METIS and KaMinPar release the GIL) while
-            # this thread presorts the edges, which needs no assignment.
-            future = submit(functools.partial(
-                assign_parts, method,
-                indptr if indptr is not None else np.zeros(n + 1, np.int32),
-                indices if indices is not None else np.zeros(0, np.int32), num_pieces,
-                vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
-            ))
-            del indptr, indices
-            presorted = presort_edges(graph)
-            piece = future.result()
+        presort = None
+        try:
+            if method != "random":
+                # The presort needs no assignment: it runs on a worker thread beside the
+                # symmetrize, so that METIS later has the machine to itself.
+                presort = submit(presort_edges, graph)
+                with phases("symmetrize", f"{graph.total_edges:,} edges -> undirected CSR"):
+                    src, dst = _homogeneous_edges(graph)
+                    indptr, indices = symmetric_csr(src, dst, n)
+                    del src, dst
+                    presorted = presort.result()
+                weights, weight_names = balance_weights(
+                    graph, balance_train=balance_train, balance_ntypes=balance_ntypes,
+                    balance_edges=balance_edges, in_degrees=[p.deg for p in presorted],
+                )
+            detail = f"{num_pieces} parts"
+            if weight_names:
+                detail += f", balancing {', '.join(weight_names)}"
+            with phases("assign", f"{method}: {detail}"):
+                if method == "metis":
+                    # METIS is single-threaded: the other core faults in the memory METIS and
+                    # the phases after it will take (see parallel.prefault).
+                    prefault(_PREFAULT_BYTES_PER_EDGE * graph.total_edges)
+                piece = assign_parts(
+                    method,
+                    indptr if indptr is not None else np.zeros(n + 1, np.int32),
+                    indices if indices is not None else np.zeros(0, np.int32), num_pieces,
+                    vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
+                )
+                del indptr, indices
+                if presort is None:
+                    presorted = presort_edges(graph)
+        except BaseException:
+            # Let the worker finish before the error goes on: it holds large arrays.
+            if presort is not None and not presort.cancel():
+                presort.exception()
+            raise
         piece = np.asarray(piece, dtype=np.int64)
         part = piece // trainers_per_machine if trainers_per_machine > 1 else piece
         with phases("relabel", "contiguous id ranges per part and type"):
             nodes = relabel_nodes(graph, part, num_parts)
             sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
             del presorted
+        # The shards about to be written need page cache: give the kernel back the heap's
+        # free (already faulted-in) memory to take it from.
+        release_free_memory()
         writer = ShardWriter(tmp, background=True)
         config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
                               edge_ranges)
@@ -272,10 +296,12 @@ def _check_options(
 
 
 def _homogeneous_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
-    if len(graph.edges) == 1:
-        return next(iter(graph.edges.values()))
     offsets = graph.node_offsets()
     tid = {t: i for i, t in enumerate(graph.ntypes)}
+    if len(graph.edges) == 1:
+        ((etype, (src, dst)),) = graph.edges.items()
+        if offsets[tid[etype[0]]] == 0 and offsets[tid[etype[2]]] == 0:
+            return src, dst  # already homogeneous ids: no copy
     src = np.concatenate([offsets[tid[et[0]]] + s for et, (s, _) in graph.edges.items()])
     dst = np.concatenate([offsets[tid[et[2]]] + d for et, (_, d) in graph.edges.items()])
     return src, dst

@@ -9,36 +9,14 @@ by destination) for free.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import Graph
-
-
-def counting_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stable order of ``keys`` (ints in ``[0, num_keys)``) and the CSR pointer over key values.
-
-    A counting sort in O(n + num_keys): ``keys[order]`` is sorted and ``ptr[k]:ptr[k+1]`` is the
-    slice of ``order`` holding key ``k``. numpy's comparison sorts take ~3 s on 20M int64 here;
-    scipy's COO->CSR kernel is a counting sort and takes ~0.5 s.
-    """
-    n = len(keys)
-    idx = np.int32 if n < 2**31 - 1 and num_keys < 2**31 - 1 else np.int64
-    try:
-        from scipy.sparse import _sparsetools
-    except ImportError:  # pragma: no cover - scipy is a dependency; keep a correct fallback
-        order = np.argsort(keys, kind="stable")
-        ptr = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=num_keys))])
-        return order, ptr.astype(np.int64)
-    ptr = np.empty(num_keys + 1, idx)
-    order = np.empty(n, idx)
-    dummy = np.zeros(n, np.int8)
-    _sparsetools.coo_tocsr(
-        num_keys, 1, n, keys.astype(idx, copy=False), np.arange(n, dtype=idx), dummy, ptr, order,
-        np.empty(n, np.int8),
-    )
-    return order, ptr.astype(np.int64)
+from .errors import PartitionInputError
+from .graph import Graph, etype_key
+from .parallel import parallel_enabled, run_all, sparsetools, take
 
 
 @dataclass
@@ -119,25 +97,49 @@ class PresortedEdges:
 
 
 def presort_edges(graph: Graph) -> list[PresortedEdges]:
-    """Sort every edge type by old destination; needs no assignment, so it runs beside METIS.
+    """Sort every edge type by old destination; needs no assignment, so it runs before METIS.
 
     Within one node type, new ids keep the old order inside a part, so after METIS a stable
-    sort of these positions by part (a radix sort on a small key) yields new-destination order.
+    sort of these positions by part (a counting sort on a small key) yields new-destination
+    order. One pass of scipy's COO->CSR kernel (a stable counting sort) carries both the source
+    and the edge id, so no random gather from the (memory-mapped) input is needed.
     """
-    from .parallel import take
-
+    kernels = sparsetools()
     offsets = graph.node_offsets()
     tid = {t: i for i, t in enumerate(graph.ntypes)}
+    # int32 ids where they fit: the passes after METIS move half the bytes.
+    src_idx = np.int32 if offsets[-1] < 2**31 - 1 else np.int64
     out = []
     for etype, (src, dst) in graph.edges.items():
-        order, ptr = counting_order(dst, graph.num_nodes[etype[2]])
-        # int32 ids where they fit: the gathers after METIS move half the bytes.
-        idx = np.int32 if offsets[-1] < 2**31 - 1 else np.int64
-        src_sorted = take(src, order).astype(idx, copy=False)
+        m, nd = len(src), graph.num_nodes[etype[2]]
+        # The kernel indexes by these ids and the relabel gathers by them: check them first.
+        _check_ids(src, graph.num_nodes[etype[0]], etype, "source")
+        _check_ids(dst, nd, etype, "destination")
+        eid_idx = np.int32 if m < 2**31 - 1 and nd < 2**31 - 1 else np.int64
+        idx = np.int32 if src_idx == np.int32 and m < 2**31 - 1 else np.int64
+        src_i = src.astype(idx)
         if offsets[tid[etype[0]]]:
-            src_sorted += idx(offsets[tid[etype[0]]])
-        out.append(PresortedEdges(order, src_sorted, np.diff(ptr)))
+            src_i += idx(offsets[tid[etype[0]]])
+        ptr = np.empty(nd + 1, idx)
+        src_sorted = np.empty(m, idx)
+        order = np.empty(m, eid_idx)
+        kernels.coo_tocsr(
+            nd, 1, m, dst.astype(idx, copy=False), src_i, np.arange(m, dtype=eid_idx), ptr,
+            src_sorted, order,
+        )
+        del src_i
+        deg = np.diff(ptr.astype(np.int64, copy=False))
+        out.append(PresortedEdges(order, src_sorted.astype(src_idx, copy=False), deg))
     return out
+
+
+def _check_ids(ids: np.ndarray, n: int, etype: tuple[str, str, str], end: str) -> None:
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        bad = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+        raise PartitionInputError(
+            f"edge type {etype_key(etype)!r}: {end} id {int(ids[bad])} at edge {bad} is out of "
+            f"range for node type {etype[0 if end == 'source' else 2]!r} with {n} nodes"
+        )
 
 
 def sort_edges(
@@ -151,23 +153,35 @@ def sort_edges(
 
     Returns the per-type sorted edges and ``(P, E, 2)`` homogeneous new edge-id ranges.
     """
-    from .parallel import take
-
     offsets = graph.node_offsets()
     tid = {t: i for i, t in enumerate(graph.ntypes)}
-    small = part.astype(np.int16 if num_parts < 2**15 else np.int32, copy=False)
     sorted_edges: list[SortedEdges] = []
     counts = np.zeros((num_parts, len(graph.edges)), np.int64)
     for e, (etype, pre) in enumerate(zip(graph.edges, presorted, strict=True)):
         d = tid[etype[2]]
-        part_d = small[offsets[d] : offsets[d + 1]]
+        part_d = part[offsets[d] : offsets[d + 1]]
         counts[:, e] = np.bincount(part_d, weights=pre.deg, minlength=num_parts).astype(np.int64)
-        edge_part = np.repeat(part_d, pre.deg)
-        perm = np.argsort(edge_part, kind="stable")  # radix sort: small integer key
+        # Stable counting sort of the presorted edges by the part of their destination: the
+        # source and the edge id move in one pass each (two threads), in the same order.
+        m = len(pre.src)
+        key = pre.src.dtype if m < 2**31 - 1 else np.int64
+        edge_part = np.repeat(part_d.astype(key), pre.deg)
+        # Buffers are taken on this thread: the workers' heaps would map fresh pages for them.
+        src_old, order = np.empty(m, pre.src.dtype), np.empty(m, pre.order.dtype)
+        scratch = np.empty(2 * m, np.int8)
+        jobs = [
+            functools.partial(_by_part, edge_part, pre.src, num_parts, src_old, scratch[:m]),
+            functools.partial(_by_part, edge_part, pre.order, num_parts, order, scratch[m:]),
+        ]
+        if parallel_enabled(m):
+            run_all(jobs)
+        else:
+            for job in jobs:
+                job()
+        del scratch
         del edge_part
-        order = take(pre.order, perm)
-        src_new = take(nodes.new_of_old, take(pre.src, perm))
-        del perm
+        src_new = take(nodes.new_of_old, src_old)
+        del src_old
         dst_ptr = np.zeros(graph.num_nodes[etype[2]] + 1, np.int64)
         np.cumsum(pre.deg[nodes.orig[d]], out=dst_ptr[1:])
         part_bounds = dst_ptr[nodes.typed_start[:, d]]
@@ -175,3 +189,21 @@ def sort_edges(
     block_start = np.concatenate([[0], np.cumsum(counts.reshape(-1))[:-1]]).reshape(counts.shape)
     ranges = np.stack([block_start, block_start + counts], axis=-1)
     return sorted_edges, ranges
+
+
+def _by_part(
+    edge_part: np.ndarray, values: np.ndarray, num_parts: int, out: np.ndarray,
+    scratch: np.ndarray,
+) -> None:
+    """``out[:] = values`` stably sorted by ``edge_part`` (ints in ``[0, num_parts)``), one pass.
+
+    ``scratch`` is an int8 array as long as ``values``, the kernel's unused data array.
+    """
+    kernels = sparsetools()
+    m = len(edge_part)
+    ptr = np.empty(num_parts + 1, edge_part.dtype)
+    if values.dtype == edge_part.dtype:
+        kernels.coo_tocsr(num_parts, 1, m, edge_part, values, scratch, ptr, out, scratch)
+    else:  # the kernel's column array must share the key's dtype: sort values as its data
+        junk = np.empty(m, edge_part.dtype)
+        kernels.coo_tocsr(num_parts, 1, m, edge_part, edge_part, values, ptr, junk, out)

@@ -112,9 +112,16 @@ def _import_with(path: str) -> ModuleType:
     # so child processes do not inherit our choice.
     previous = os.environ.get("METIS_DLL")
     os.environ["METIS_DLL"] = path
+    # The wrapper imports networkx if it can (~0.1 s) for helpers this module never calls;
+    # a None entry makes that import fail fast, and the wrapper carries on without it.
+    hide_networkx = "networkx" not in sys.modules
+    if hide_networkx:
+        sys.modules["networkx"] = None  # type: ignore[assignment]
     try:
         import metis
     finally:
+        if hide_networkx:
+            del sys.modules["networkx"]
         if previous is None:
             del os.environ["METIS_DLL"]
         else:
