@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,28 +28,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.runtime.conftest import free_port_range as free_base  # noqa: E402
+
 DGL = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93, "epoch_s": 10.7}
-
-
-def free_base(ips: list[str], count: int) -> int:
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind((ips[0], 0))
-            base = s.getsockname()[1]
-        socks = []
-        try:
-            for ip in ips:
-                for k in range(count):
-                    t = socket.socket()
-                    socks.append(t)
-                    t.bind((ip, base + k))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free ports")
 
 
 class Servers:

@@ -17,8 +17,6 @@ from typing import Any
 
 from .errors import DglctlError
 
-STATES = ("starting", "running", "succeeded", "failed", "stopped")
-
 
 def dglctl_home() -> Path:
     """Where job manifests live: $DGLCTL_HOME or ~/.dglctl."""
@@ -63,7 +61,7 @@ class JobManifest:
     ip_config: str
     hosts: list[HostRecord]
     procs: list[ProcRecord] = field(default_factory=list)
-    state: str = "starting"
+    state: str = "starting"  # starting, running, succeeded, failed, stopped
     created: float = field(default_factory=time.time)
     ended: float | None = None
     result: dict[str, Any] = field(default_factory=dict)

@@ -50,7 +50,6 @@ class LaunchOptions:
     part_config: Path
     detach: bool = False
     port_base_explicit: bool = False
-    ip_config: Path | None = None
 
 
 def parallel(transports: list[Transport], fn: Callable[[int, Transport], Any]) -> list[Any]:
