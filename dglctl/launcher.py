@@ -8,7 +8,6 @@ group on every host (TERM, grace period, KILL) and removes the job's shared memo
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 
 from .cluster_config import ClusterConfig
 from .errors import EXIT_FAILURE, DglctlError
-from .jobs import HostRecord, JobManifest, ProcRecord, new_job_id
+from .jobs import HostRecord, JobManifest, ProcRecord, dglctl_home, new_job_id
 from .transport import Transport, make_transport
 
 GRACE_SECONDS = 10.0
@@ -248,9 +247,9 @@ class Launcher:
 
         src_dir = Path(self.part_cfg["_dir"])
         graph = self.part_cfg["graph_name"]
-        job_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"dglctl-{self.job_id}"
-        job_dir.mkdir(parents=True, exist_ok=True)
-        self.local_ip_config = job_dir / "ip_config.txt"
+        # Kept beside the job's manifest (not in /tmp, where every launch left a folder).
+        self.local_ip_config = dglctl_home() / "jobs" / f"{self.job_id}.ip_config.txt"
+        self.local_ip_config.parent.mkdir(parents=True, exist_ok=True)
         write_ip_config(self.local_ip_config, [(h.data_address, self.port_base)
                                                for h in self.hosts])
         self._init_manifest()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,9 @@ class Request:
     server_id: int
     header: dict[str, Any]
     arrays: list[np.ndarray]
+    # Called with (row0, rows) for each piece of a streamed reply (a pull sent with
+    # ``stream: <piece bytes>``) as it arrives, so the copy overlaps the rest of the transfer.
+    sink: Callable[[int, np.ndarray], None] | None = None
 
 
 class ServerPool:
@@ -132,6 +136,7 @@ class PendingReplies:
         self.timeout = timeout
         self.max_wait = timeout if max_wait is None else max_wait
         self.started = time.monotonic()
+        self.pieces: dict[int, int] = {}
 
     def collect(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
         """Wait for every reply (see ``ServerPool.call_many`` for the error rules)."""
@@ -167,7 +172,12 @@ class PendingReplies:
                         continue
                     if rid not in pending:
                         continue  # a late reply of an abandoned request
-                    idx = pending.pop(rid)
+                    idx = pending[rid]
+                    if "chunks" in header and "error" not in header:
+                        if not self._piece(idx, header, arrays):
+                            continue  # more pieces of this reply to come
+                        header, arrays = {"id": rid}, []
+                    del pending[rid]
                     if "error" in header:
                         errors.append(f"{pool.describe(*key)}: {header['error']}")
                     results[idx] = (header, arrays)
@@ -194,3 +204,12 @@ class PendingReplies:
         if errors:
             raise RemoteError("; ".join(errors))
         return results
+
+    def _piece(self, idx: int, header: dict[str, Any], arrays: list[np.ndarray]) -> bool:
+        """Hand one piece of a streamed reply to its request's sink; True once all arrived."""
+        sink = self.reqs[idx].sink
+        if sink is None:
+            raise RemoteError(f"a streamed reply to request {idx} that has no sink")
+        sink(int(header["row0"]), arrays[0])
+        self.pieces[idx] = self.pieces.get(idx, 0) + 1
+        return self.pieces[idx] == int(header["chunks"])

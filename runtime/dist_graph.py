@@ -103,6 +103,23 @@ def get_context() -> RuntimeContext:
     return _context
 
 
+# Remote pulls come back in pieces of this size, so the owner's gather of one piece overlaps
+# the transfer of the previous one and the copy here overlaps the next (10k x 128 float32 from
+# the other machine: 5.2 ms as one message, 3.6 ms in 1 MB pieces; 256 KB and 2 MB were slower).
+PULL_PIECE_BYTES = 1 << 20
+
+
+def _scatter_into(out: np.ndarray, sel):
+    """Sink for a streamed pull: rows ``row0...`` of the reply go to ``out[sel][row0...]``."""
+    if isinstance(sel, slice):  # every requested row came from this machine, in order
+        def sink(row0: int, rows: np.ndarray) -> None:
+            out[row0:row0 + len(rows)] = rows
+    else:
+        def sink(row0: int, rows: np.ndarray) -> None:
+            out[sel[row0:row0 + len(rows)]] = rows
+    return sink
+
+
 class _DataView:
     """``g.ndata`` / ``g.nodes[t].data``: named DistTensors of one node or edge type."""
 
@@ -327,22 +344,23 @@ class DistGraph:
         if len(groups) == 1 and groups[0][0] == self.machine_id:
             return self._local_tensor(name)[groups[0][2]]  # all local: one gather, no copy
         out = np.empty((len(ids), *row_shape), dtype)
-        reqs, slots = [], []
+        reqs = []
         local_part = None
         for m, sel, local in groups:
             if m == self.machine_id:
                 local_part = (sel, local)
                 continue
-            # (Splitting a big pull into pieces spread over servers was measured: no faster.)
+            # (Splitting a big pull into requests spread over servers was measured: no faster.
+            # The server streams its reply in pieces instead, copied here as they arrive.)
             pool = self._ctx.pool
-            reqs.append(Request(m, pool.pick(m), {"op": "pull", "name": name}, [local]))
-            slots.append(sel)
+            reqs.append(Request(m, pool.pick(m), {"op": "pull", "name": name,
+                                                  "stream": PULL_PIECE_BYTES},
+                                [local], sink=_scatter_into(out, sel)))
         if reqs:
             replies = self._ctx.pool.send_many(reqs)
             if local_part is not None:  # local rows while the remote ones are in flight
                 out[local_part[0]] = self._local_tensor(name)[local_part[1]]
-            for sel, (_, arrays) in zip(slots, replies.collect(), strict=True):
-                out[sel] = arrays[0]
+            replies.collect()
         elif local_part is not None:
             out[local_part[0]] = self._local_tensor(name)[local_part[1]]
         return out

@@ -42,6 +42,15 @@ log = logging.getLogger(__name__)
 HEARTBEAT_MS = 1000
 
 
+class _Stream:
+    """A pull reply sent as several messages (see ``GraphServer._send_stream``)."""
+
+    __slots__ = ("arr", "ids", "piece_bytes")
+
+    def __init__(self, arr: np.ndarray, ids: np.ndarray, piece_bytes: int) -> None:
+        self.arr, self.ids, self.piece_bytes = arr, ids, piece_bytes
+
+
 def graph_tensor(etype: str, what: str) -> str:
     """Shared-array name of a part's CSC component (``indptr`` or ``indices``) of ``etype``."""
     return f"graph:{etype}:{what}"
@@ -200,6 +209,9 @@ class GraphServer:
                 result = handler(ident, header, arrays)
                 if result is None:  # deferred reply (barrier)
                     return
+                if isinstance(result, _Stream):
+                    self._send_stream(sock, ident, req_id, result)
+                    return
                 reply, out = result
         except Exception as e:  # noqa: BLE001 - every failure goes back to the client
             self.stats["errors"] += 1
@@ -211,6 +223,19 @@ class GraphServer:
         frames = pack(reply, out)
         self.stats["bytes_out"] += sum(len(f) for f in frames)
         sock.send_multipart([ident, *frames], copy=False)
+
+    def _send_stream(self, sock, ident: bytes, req_id: int, stream: _Stream) -> None:
+        """Reply with the gathered rows in pieces of about the bytes the client asked for, each
+        sent as soon as it is gathered: the next gather overlaps the transfer of the previous
+        piece and the client copies one piece while the next arrives."""
+        row_bytes = max(1, stream.arr[:1].nbytes)
+        step = max(1, stream.piece_bytes // row_bytes)
+        n = len(stream.ids)
+        chunks = max(1, -(-n // step))
+        for c in range(chunks):
+            lo = c * step
+            self._send(sock, ident, req_id, {"chunk": c, "chunks": chunks, "row0": lo},
+                       [stream.arr[stream.ids[lo:lo + step]]])
 
     def _hello(self, ident: bytes, header: dict) -> tuple[dict, list]:
         if header.get("version") != PROTOCOL_VERSION:
@@ -239,7 +264,13 @@ class GraphServer:
         return {}, []
 
     def _op_pull(self, ident, header, arrays):
-        return {}, [self._tensor(header["name"])[arrays[0]]]
+        arr, ids = self._tensor(header["name"]), arrays[0]
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(arr)):
+            raise DistError(f"row ids of {header['name']!r} outside [0, {len(arr)}) on machine "
+                            f"{self.env.machine_id}")
+        if not header.get("stream"):
+            return {}, [arr[ids]]
+        return _Stream(arr, ids, int(header["stream"]))
 
     def _op_push(self, ident, header, arrays):
         arr = self._tensor(header["name"])

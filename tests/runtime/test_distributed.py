@@ -12,7 +12,7 @@ import pytest
 
 from partitioner.loader import load_orig_ids
 from runtime.client import ServerPool
-from runtime.errors import HandshakeError, PeerTimeout
+from runtime.errors import HandshakeError, PeerTimeout, RemoteError
 from runtime.ip_config import read_ip_config
 from runtime.shm import job_files
 
@@ -30,6 +30,35 @@ def test_pull_matches_original_features(trainer, cluster, two_part_graph):
     np.testing.assert_array_equal(got, g_in.ndata["_N"]["feat"][orig["_N"][ids]])
     book = g.get_partition_book()
     assert set(book.nid2partid(ids).tolist()) == {0, 1}
+
+
+def test_pull_in_pieces_lands_in_request_order(trainer, two_part_graph, monkeypatch):
+    """Remote rows come back in several pieces; each lands at its rows' positions."""
+    g_in, cfg = two_part_graph
+    g = trainer.DistGraph("g")
+    orig, _ = load_orig_ids(cfg)
+    want = g_in.ndata["_N"]["feat"][orig["_N"]]  # by new id
+    row_bytes = want[:1].nbytes
+    monkeypatch.setattr(trainer, "PULL_PIECE_BYTES", 7 * row_bytes)  # 7 rows a piece
+    ids = np.random.default_rng(2).integers(0, g.num_nodes(), 500)  # both machines, repeats
+    book = g.get_partition_book()
+    remote = ids[book.nid2partid(ids) != g.machine_id]
+    assert len(remote) > 10 * 7  # many pieces, the last one partial (500 ids are not 7k)
+    np.testing.assert_array_equal(g.ndata["feat"][ids].numpy(), want[ids])
+    # All remote: the in-order path of the sink.
+    np.testing.assert_array_equal(g.ndata["feat"][remote].numpy(), want[remote])
+    np.testing.assert_array_equal(g.ndata["feat"][remote[:3]].numpy(), want[remote[:3]])
+
+
+def test_pull_of_rows_outside_the_tensor_is_refused(cluster):
+    pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, 3.0)
+    pool.connect()
+    try:
+        with pytest.raises(RemoteError, match=r"outside \[0, "):
+            pool.call(1, 0, {"op": "pull", "name": "_N/feat", "stream": 1 << 20},
+                      [np.array([0, -1])])
+    finally:
+        pool.close()
 
 
 def test_push_is_seen_by_another_client(trainer, cluster):
