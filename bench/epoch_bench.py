@@ -1,33 +1,97 @@
-"""Epoch benchmark: the GraphSAGE example on 2 loopback machines, DGL's distributed set-up.
+"""Epoch benchmark: the GraphSAGE example on N loopback machines, DGL's distributed set-up.
 
-Same work as the DGL 1.1.3 figures in REFERENCE.md: generated 1M-node community graph, 2
-partitions, one server and one trainer per partition, GraphSAGE 2 layers hidden 64, fanouts
-[10, 25], batch 1000, 50 steps per trainer. Prints the epoch time and its split (sampling,
-feature fetch, forward, backward with all-reduce) next to DGL's 10.7 s measured here.
+Same work as the DGL 1.1.3 figures in REFERENCE.md by default: generated 1M-node community
+graph, 2 partitions, one server and one trainer per partition, GraphSAGE 2 layers hidden 64,
+fanouts [10, 25], batch 1000, 50 steps per trainer. Prints the epoch time and its split
+(sampling, feature fetch, forward, backward, gradient all-reduce) next to DGL's 10.7 s measured
+here. ``run_epoch`` is what bench/figures.py calls for 1, 2 and 3 hosts.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.runtime_bench import DGL, Servers, free_base  # noqa: E402
 
+SPLIT = re.compile(r"(\w+) ([0-9.]+)s")
+
+
+def parse_epoch_line(line: str) -> dict[str, Any]:
+    """``epoch 0: loss L, val acc A, time Ts (sample a s, fetch b s, ...)`` as numbers."""
+    m = re.search(r"loss ([0-9.na]+), .*time ([0-9.]+)s \((.*)\)", line)
+    if m is None:
+        raise ValueError(f"not an epoch line: {line!r}")
+    return {"loss": float(m.group(1)), "epoch_s": float(m.group(2)),
+            "split": {k: float(v) for k, v in SPLIT.findall(m.group(3))}}
+
+
+def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: int,
+              batch_size: int = 1000, fan_out: str = "10,25", num_hidden: int = 64,
+              num_samplers: int = 0, omp_threads: int = 1,
+              timeout: float = 900.0) -> dict[str, Any]:
+    """One epoch of examples/train_dist.py (``--max-steps``) on ``hosts`` loopback machines
+    (127.0.0.1 ...), one server and one trainer each, started directly (no launcher).
+
+    Each trainer runs ``omp_threads`` threads (1, as configs/local.yaml sets): every emulated
+    host is then a one-core machine, until the real cores run out (3 hosts share this
+    machine's 2). Several threads per trainer on a shared 2-core machine made the epoch time
+    vary 2x from run to run (a busy core stalls every parallel region). Returns rank 0's epoch
+    time and split, the seeds of the whole epoch (``hosts * steps_per_trainer * batch_size``)
+    and seeds/s, and the start-to-finish seconds.
+    """
+    ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
+    servers = Servers(part_config, 1, work, ips=ips)
+    master = free_base(["127.0.0.1"], 1)
+    t0 = time.perf_counter()
+    trainers = []
+    try:
+        for rank in range(hosts):
+            env = servers.env("trainer", rank)
+            env.update(RANK=str(rank), WORLD_SIZE=str(hosts), LOCAL_RANK="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
+                       DGLCTL_NUM_SAMPLERS=str(num_samplers), OMP_NUM_THREADS=str(omp_threads))
+            trainers.append(subprocess.Popen(
+                [sys.executable, "examples/train_dist.py", "--graph-name", "bench",
+                 "--num-epochs", "1", "--batch-size", str(batch_size), "--fan-out", fan_out,
+                 "--num-hidden", str(num_hidden), "--max-steps", str(steps_per_trainer),
+                 "--no-eval"],
+                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=timeout) for p in trainers]
+    finally:
+        for p in trainers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        servers.stop()
+    total = time.perf_counter() - t0
+    for rank, (p, (_, err)) in enumerate(zip(trainers, outs, strict=True)):
+        if p.returncode != 0:
+            raise RuntimeError(f"trainer {rank} of {hosts} exited {p.returncode}: "
+                               f"{err.strip()[-2000:]}")
+    line = next(ln for ln in outs[0][0].splitlines() if ln.startswith("epoch 0"))
+    r = parse_epoch_line(line)
+    seeds = hosts * steps_per_trainer * batch_size
+    return {**r, "hosts": hosts, "trainers": hosts, "steps_per_trainer": steps_per_trainer,
+            "batch_size": batch_size, "seeds": seeds, "seeds_s": seeds / r["epoch_s"],
+            "omp_threads": omp_threads, "start_to_finish_s": total, "line": line}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--avg-degree", type=float, default=20.0)
-    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--hosts", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=50, help="steps per trainer")
     ap.add_argument("--num-samplers", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
@@ -35,39 +99,17 @@ def main() -> int:
     from partitioner.generate import generate_graph
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-epoch-"))
-    cfg = work / "p2" / "bench.json"
+    cfg = work / f"p{args.hosts}" / "bench.json"
     if not cfg.exists():
         partition_graph(generate_graph(args.nodes, avg_degree=args.avg_degree, seed=0),
-                        "bench", 2, work / "p2", overwrite=True)
-    servers = Servers(cfg, 1, work)
-    master = free_base(["127.0.0.1"], 1)
-    t0 = time.perf_counter()
-    trainers = []
-    try:
-        for rank in range(2):
-            env = servers.env("trainer", rank)
-            env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(master), DGLCTL_NUM_SAMPLERS=str(args.num_samplers),
-                       OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // 2)))
-            trainers.append(subprocess.Popen(
-                [sys.executable, "examples/train_dist.py", "--graph-name", "bench",
-                 "--num-epochs", "1", "--batch-size", "1000", "--fan-out", "10,25",
-                 "--num-hidden", "64", "--max-steps", str(args.steps), "--no-eval"],
-                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=900) for p in trainers]
-    finally:
-        servers.stop()
-    total = time.perf_counter() - t0
-    for p, (_, err) in zip(trainers, outs, strict=True):
-        if p.returncode != 0:
-            print(err, file=sys.stderr)
-            return 1
-    line = next(ln for ln in outs[0][0].splitlines() if ln.startswith("epoch 0"))
-    epoch = float(re.search(r"time ([0-9.]+)s", line).group(1))
-    print(f"epoch ({args.steps} steps per trainer, {args.num_samplers} samplers): {line}")
-    print(f"epoch time {epoch:.2f}s vs DGL 1.1.3 {DGL['epoch_s']}s here: ratio "
-          f"{epoch / DGL['epoch_s']:.2f} (goal <= 0.67); start to finish incl. start-up "
-          f"{total:.1f}s")
+                        "bench", args.hosts, cfg.parent, overwrite=True)
+    r = run_epoch(cfg, work, hosts=args.hosts, steps_per_trainer=args.steps,
+                  num_samplers=args.num_samplers)
+    print(f"epoch ({args.steps} steps per trainer, {args.hosts} hosts, {args.num_samplers} "
+          f"samplers): {r['line']}")
+    print(f"epoch time {r['epoch_s']:.2f}s vs DGL 1.1.3 {DGL['epoch_s']}s here (2 hosts, 50 "
+          f"steps): ratio {r['epoch_s'] / DGL['epoch_s']:.2f} (goal <= 0.67); start to finish "
+          f"incl. start-up {r['start_to_finish_s']:.1f}s")
     return 0
 
 

@@ -1,75 +1,301 @@
-"""Launch benchmark over real SSH on 3 loopback hosts (an sshd this script starts; needs root).
+"""Launch benchmark: `dglctl launch` to the first training step, and `dglctl stop` until nothing
+of the job runs, each against the same processes started and stopped without the launcher.
 
-  1. copy throughput: the launcher's SFTP copy of a partition file against `scp` of the same
-     file to the same host, in the same run (goal: >= 80% of scp);
-  2. launch overhead: seconds from `dglctl launch` to the first training step with the shards
-     already in place (second launch), and seconds for `dglctl stop` to leave nothing running.
+  1. local transport (default): a cluster file like configs/local.yaml (2 loopback hosts, one
+     server and one trainer each) written to a temporary folder; the real CLI in a child process.
+     Baselines in the same run: the same servers and the same first-step script started
+     directly with python (launch), and the same processes ending on a plain SIGTERM (stop).
+  2. ``--ssh`` (needs root and openssh-server): the same over a real sshd on 127.0.0.1-3, plus
+     the copy throughput of the launcher's SFTP against `scp` of the same file (goal >= 0.80).
+
+The first-step script does what the training example does before its first step (initialize,
+DistGraph, node_split, sampler, DDP model) and one training step, then prints the wall clock.
+Stop is verified: no recorded process group, no process carrying the job id in its
+environment and no /dev/shm/dglctl.JOB.* file may be left.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FIRST_STEP = """
-import runtime, numpy as np, time, sys
+from bench.runtime_bench import Servers, free_base  # noqa: E402
+
+FIRST_STEP = '''"""One GraphSAGE training step, set up as examples/train_dist.py does; prints
+the wall clock when the step is done, then sleeps argv[1] seconds (launch benchmark)."""
+import sys
+import time
+
+import torch as th
+import torch.nn.functional as F
+
+import runtime
+from runtime import NID, DistDataLoader, DistGraph, NeighborSampler, node_split
+from runtime.nn import SAGE
+
 runtime.initialize()
-g = runtime.DistGraph("bench")
-g.ndata["feat"][np.arange(100)]
-print("FIRST_STEP", flush=True)
-if len(sys.argv) > 1:
-    time.sleep(float(sys.argv[1]))
-"""
+th.distributed.init_process_group(backend="gloo")
+g = DistGraph("bench")
+train_nid = node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
+sampler = NeighborSampler(g, [10, 25], runtime.sample_neighbors, "cpu")
+loader = DistDataLoader(train_nid.numpy(), 1000, collate_fn=sampler.sample_blocks, shuffle=True)
+model = SAGE(g.ndata["feat"].shape[1], 64, 8, 2, F.relu, 0.5)  # 8: the generator's classes
+model = th.nn.parallel.DistributedDataParallel(model)
+optimizer = th.optim.Adam(model.parameters(), lr=0.003)
+blocks = next(iter(loader))
+x = g.ndata["feat"][blocks[0].srcdata[NID]]
+y = g.ndata["label"][blocks[-1].dstdata[NID]]
+optimizer.zero_grad()
+F.cross_entropy(model(blocks, x), y).backward()
+optimizer.step()
+print(f"FIRST_STEP {time.time():.4f}", flush=True)
+time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
+'''
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--nodes", type=int, default=300_000)
-    ap.add_argument("--feat-dim", type=int, default=128)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--copy-mb", type=int, default=256)
-    args = ap.parse_args()
+def write_first_step(work: Path) -> Path:
+    script = work / "first_step.py"
+    script.write_text(FIRST_STEP)
+    return script
+
+
+def local_cluster_file(path: Path, *, hosts: int = 2, trainers: int = 1, samplers: int = 0,
+                       workspace: Path | None = None) -> Path:
+    """A local-transport cluster file like configs/local.yaml, with its own workspace and a
+    free port base, so a benchmark job never meets the user's."""
+    cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
+    cfg.update(hosts=[{"name": f"m{i}", "address": a} for i, a in enumerate(ips)],
+               workspace=str(workspace or path.parent / (path.stem + "-ws")),
+               servers_per_host=1, trainers_per_host=trainers, samplers_per_trainer=samplers,
+               port_base=free_base(ips, 1))
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def ssh_cluster_file(path: Path, sshd, *, hosts: int = 2) -> Path:
+    """The same cluster over the test sshd (tests/dglctl/sshd.py) on 127.0.0.1..."""
+    from tests.dglctl.sshd import ADDRESSES
+
+    path.write_text(yaml.safe_dump({
+        "transport": "ssh",
+        "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
+                "known_hosts": str(sshd.known_hosts)},
+        "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws{i}")}
+                  for i, a in enumerate(ADDRESSES[:hosts])],
+        "python": sys.executable, "trainers_per_host": 1, "servers_per_host": 1,
+        "samplers_per_trainer": 0, "port_base": free_base(list(ADDRESSES[:hosts]), 1),
+        "env": {"OMP_NUM_THREADS": "1"}}))
+    return path
+
+
+def leftovers(job_id: str, pgids: list[int]) -> list[str]:
+    """What of job ``job_id`` still exists: live process groups among ``pgids``, processes whose
+    environment carries the job id (found by reading /proc; nothing is signalled), and the
+    job's shared memory files."""
+    from runtime.shm import job_files
+
+    left = []
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, 0)
+            left.append(f"process group {pgid}")
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            left.append(f"process group {pgid}")
+    mark = f"DGLCTL_JOB_ID={job_id}\0".encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if mark in (d / "environ").read_bytes():
+                    left.append(f"pid {d.name}")
+            except OSError:
+                continue
+    left += [str(f) for f in job_files(job_id)]
+    return left
+
+
+def cli_env(work: Path) -> dict[str, str]:
+    """The environment of a benchmark's dglctl commands: job manifests under ``work``."""
+    return {**os.environ, "DGLCTL_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
+
+
+def _first_step_time(text: str) -> float | None:
+    for line in text.splitlines():
+        if "FIRST_STEP " in line:
+            return float(line.split("FIRST_STEP ", 1)[1].split()[0])
+    return None
+
+
+def launch_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
+                timeout: float = 600.0) -> dict[str, Any]:
+    """``dglctl launch`` of the first-step script, to the end; seconds to the first step
+    (the step's own clock, so log streaming adds nothing), to the launcher's exit, and the
+    launcher's own steps (its "NAME done in Xs" lines)."""
+    cmd = [sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
+           str(cluster_file), "--part-config", str(part_config)]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(work), timeout=timeout)
+    total = time.time() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"dglctl launch exited {proc.returncode}: "
+                           f"{(proc.stdout + proc.stderr).strip()[-2000:]}")
+    ts = _first_step_time(proc.stdout)
+    if ts is None:
+        raise RuntimeError(f"no FIRST_STEP line in the launch output:\n{proc.stdout[-2000:]}")
+    steps = {m.group(1): float(m.group(2))
+             for m in re.finditer(r"^\s+(\w+) done in ([0-9.]+)s$", proc.stderr, re.M)}
+    return {"first_step_s": ts - t0, "exit_s": total, "steps": steps}
+
+
+def _wait_logs(logs: list[Path], deadline: float) -> None:
+    while time.time() < deadline:
+        if all(p.exists() and "FIRST_STEP" in p.read_text(errors="replace") for p in logs):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the trainers did not reach their first step: {logs}")
+
+
+def stop_once(cluster_file: Path, part_config: Path, script: Path, work: Path) -> dict[str, Any]:
+    """Launch detached (the trainers sleep after their first step), then time `dglctl stop`
+    until it returns, and check that nothing of the job is left."""
+    env = cli_env(work)
+    out = subprocess.run([sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
+                          str(cluster_file), "--part-config", str(part_config), "--detach",
+                          "--", "600"], capture_output=True, text=True, env=env, timeout=600)
+    if out.returncode != 0 or "job " not in out.stdout:
+        raise RuntimeError(f"detached launch failed: {(out.stdout + out.stderr)[-2000:]}")
+    job = out.stdout.split("job ", 1)[1].split()[0]
+    stop = [sys.executable, "-m", "dglctl", "stop", job]
+    try:
+        manifest = json.loads((work / "home" / "jobs" / f"{job}.json").read_text())
+        pgids = [p["pgid"] for p in manifest["procs"]]
+        _wait_logs([Path(p["log"]) for p in manifest["procs"] if p["role"] == "trainer"],
+                   time.time() + 300)
+    except BaseException:
+        subprocess.run(stop, capture_output=True, env=env, timeout=120)  # leave nothing behind
+        raise
+    t0 = time.perf_counter()
+    proc = subprocess.run(stop, capture_output=True, text=True, env=env, timeout=120)
+    seconds = time.perf_counter() - t0
+    left = leftovers(job, pgids)
+    return {"stop_s": seconds, "stop_exit_code": proc.returncode, "processes": len(pgids),
+            "left": left, "clean": proc.returncode == 0 and not left}
+
+
+def direct_once(part_config: Path, script: Path, work: Path, hosts: int, *,
+                stop: bool = False) -> dict[str, Any]:
+    """The baseline: the same servers and trainers started with python directly (no launcher),
+    one server and one trainer per loopback host. With ``stop``: the trainers sleep after their
+    first step and every process group gets a plain SIGTERM; seconds until all have exited."""
+    ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
+    master = free_base(["127.0.0.1"], 1)
+    t0 = time.time()
+    servers = Servers(part_config, 1, work, ips=ips)
+    trainers = []
+    try:
+        for rank in range(hosts):
+            env = servers.env("trainer", rank)
+            env.update(RANK=str(rank), WORLD_SIZE=str(hosts), LOCAL_RANK="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master), OMP_NUM_THREADS="1",
+                       PYTHONUNBUFFERED="1")
+            trainers.append(subprocess.Popen(
+                [sys.executable, str(script), "600" if stop else "0"], env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                start_new_session=True))
+        firsts = []
+        for p in trainers:  # the FIRST_STEP line is each trainer's first line of output
+            line = p.stdout.readline()
+            if not line.startswith("FIRST_STEP"):
+                raise RuntimeError(f"direct trainer printed {line!r} instead of FIRST_STEP")
+            firsts.append(float(line.split()[1]))
+        result: dict[str, Any] = {"first_step_s": firsts[0] - t0}
+        if stop:
+            procs = servers.procs + trainers
+            t1 = time.perf_counter()
+            for p in procs:
+                os.killpg(p.pid, signal.SIGTERM)
+            for p in procs:
+                p.wait(60)
+            result["stop_s"] = time.perf_counter() - t1
+            result["left"] = leftovers(servers.job, [p.pid for p in procs])
+        else:
+            for p in trainers:
+                p.wait(120)
+            result["exit_s"] = time.time() - t0
+        return result
+    finally:
+        for p in trainers:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        servers.stop()
+
+
+def measure_launch(cluster_file: Path, part_config: Path, work: Path, *, hosts: int = 2,
+                   repeat: int = 3, baseline: bool = True, log=lambda _m: None) -> dict[str, Any]:
+    """Launch-to-first-step and stop figures for ``cluster_file`` with the direct baselines,
+    alternating launched and direct runs (medians)."""
+    script = write_first_step(work)
+    log("launch: first launch (copies the shards into the hosts' workspaces)")
+    first = launch_once(cluster_file, part_config, script, work)
+    launched, direct, steps = [], [], []
+    for i in range(repeat):
+        log(f"launch: dglctl launch to first step, run {i + 1}/{repeat}")
+        run = launch_once(cluster_file, part_config, script, work)
+        launched.append(run["first_step_s"])
+        steps.append(run["steps"])
+        if baseline:
+            log(f"launch: same processes started directly, run {i + 1}/{repeat}")
+            direct.append(direct_once(part_config, script, work, hosts)["first_step_s"])
+    log("launch: dglctl stop of a detached job")
+    stopped = stop_once(cluster_file, part_config, script, work)
+    out: dict[str, Any] = {
+        "hosts": hosts, "first_launch_s": first["first_step_s"],
+        "first_launch_steps": first["steps"],
+        "launch_s": statistics.median(launched), "launch_runs": launched,
+        "launcher_steps": {k: statistics.median(st[k] for st in steps) for k in steps[0]},
+        **stopped}
+    if baseline:
+        log("launch: plain SIGTERM to the directly started processes")
+        plain = direct_once(part_config, script, work, hosts, stop=True)
+        out.update(direct_s=statistics.median(direct), direct_runs=direct,
+                   launch_ratio=out["launch_s"] / statistics.median(direct),
+                   sigterm_s=plain["stop_s"], sigterm_left=plain["left"],
+                   stop_ratio=stopped["stop_s"] / plain["stop_s"])
+    return out
+
+
+def copy_throughput(cluster_file: Path, sshd, work: Path, size_mb: int, repeat: int) -> dict:
+    """The launcher's SFTP copy vs plain scp of the same file to the same host, alternating."""
     from dglctl.cluster_config import load_cluster_config
     from dglctl.transport import SSHTransport
-    from partitioner import partition_graph
-    from partitioner.generate import generate_graph
-    from tests.dglctl.sshd import ADDRESSES, start_sshd
+    from tests.dglctl.sshd import ADDRESSES
 
-    work = Path(tempfile.mkdtemp(prefix="dglctl-launch-bench-"))
-    os.environ["DGLCTL_HOME"] = str(work / "home")
-    sshd = start_sshd(work / "sshd")
+    cluster = load_cluster_config(cluster_file)
+    big = work / "copy.bin"
+    big.write_bytes(os.urandom(size_mb << 20))
+    t = SSHTransport(cluster.hosts[1], cluster)
+    t.workspace = str(work / "ws1")
+    sftp_t, scp_t = [], []
     try:
-        partition_graph(generate_graph(args.nodes, feat_dim=args.feat_dim, seed=0), "bench", 3,
-                        work / "parts")
-        cluster_file = work / "cluster.yaml"
-        cluster_file.write_text(yaml.safe_dump({
-            "transport": "ssh",
-            "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
-                    "known_hosts": str(sshd.known_hosts)},
-            "hosts": [{"name": f"h{i}", "address": a, "workspace": str(work / f"ws{i}")}
-                      for i, a in enumerate(ADDRESSES)],
-            "python": sys.executable, "trainers_per_host": 1, "port_base": 31050}))
-        cluster = load_cluster_config(cluster_file)
-
-        # 1. copy throughput, the launcher's copy vs plain scp, same file, alternating
-        # A file big enough that scp's own connection set-up (~0.1 s) does not dominate.
-        big = work / "copy.bin"
-        big.write_bytes(os.urandom(args.copy_mb << 20))
-        size = big.stat().st_size
-        t = SSHTransport(cluster.hosts[1], cluster)
-        t.workspace = str(work / "ws1")
-        sftp_t, scp_t = [], []
-        for i in range(args.repeat):
+        for i in range(repeat):
             t0 = time.perf_counter()
             t.put(big, f"copy-test/sftp{i}.npy")
             sftp_t.append(time.perf_counter() - t0)
@@ -78,43 +304,55 @@ def main() -> int:
                             "-o", f"UserKnownHostsFile={sshd.known_hosts}", str(big),
                             f"root@{ADDRESSES[1]}:{work / 'ws1' / f'scp{i}.npy'}"], check=True)
             scp_t.append(time.perf_counter() - t0)
-        t.close()
-        sftp_mbs = size / sorted(sftp_t)[len(sftp_t) // 2] / 1e6
-        scp_mbs = size / sorted(scp_t)[len(scp_t) // 2] / 1e6
-        print(f"copy {size / 1e6:.0f} MB: dglctl {sftp_mbs:.0f} MB/s, scp {scp_mbs:.0f} "
-              f"MB/s, ratio {sftp_mbs / scp_mbs:.2f} (goal >= 0.80)")
-
-        # 2. launch overhead with shards in place, and stop time
-        script = work / "first_step.py"
-        script.write_text(FIRST_STEP)
-        base = [sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
-                str(cluster_file), "--part-config", str(work / "parts" / "bench.json")]
-        t0 = time.perf_counter()
-        subprocess.run(base, check=True, capture_output=True)
-        print(f"first launch (copies the shards): {time.perf_counter() - t0:.1f}s")
-        overheads = []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    text=True)
-            first = None
-            for line in proc.stdout:
-                if "FIRST_STEP" in line and first is None:
-                    first = time.perf_counter() - t0
-            proc.wait()
-            overheads.append(first)
-        print(f"launch to first training step (shards present, 3 hosts): "
-              f"{sorted(overheads)[len(overheads) // 2]:.1f}s (median of {overheads})")
-        out = subprocess.run([*base, "--detach", "--", "600"], check=True, capture_output=True,
-                             text=True).stdout
-        job = out.split("job ", 1)[1].split()[0]
-        time.sleep(8)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dglctl", "stop", job], check=True,
-                       capture_output=True)
-        print(f"dglctl stop until nothing runs: {time.perf_counter() - t0:.1f}s")
     finally:
-        sshd.stop()
+        t.close()
+    size = big.stat().st_size
+    return {"bytes": size, "sftp_mbs": size / statistics.median(sftp_t) / 1e6,
+            "scp_mbs": size / statistics.median(scp_t) / 1e6}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=300_000)
+    ap.add_argument("--feat-dim", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hosts", type=int, default=3, choices=[2, 3])
+    ap.add_argument("--ssh", action="store_true", help="over a real sshd (needs root)")
+    ap.add_argument("--copy-mb", type=int, default=256)
+    args = ap.parse_args()
+    from partitioner import partition_graph
+    from partitioner.generate import generate_graph
+
+    work = Path(tempfile.mkdtemp(prefix="dglctl-launch-bench-"))
+    partition_graph(generate_graph(args.nodes, feat_dim=args.feat_dim, seed=0), "bench",
+                    args.hosts, work / "parts")
+    part_config = work / "parts" / "bench.json"
+    sshd = None
+    try:
+        if args.ssh:
+            from tests.dglctl.sshd import start_sshd
+
+            sshd = start_sshd(work / "sshd")
+            cluster_file = ssh_cluster_file(work / "cluster.yaml", sshd, hosts=args.hosts)
+            c = copy_throughput(cluster_file, sshd, work, args.copy_mb, args.repeat)
+            print(f"copy {c['bytes'] / 1e6:.0f} MB: dglctl {c['sftp_mbs']:.0f} MB/s, scp "
+                  f"{c['scp_mbs']:.0f} MB/s, ratio {c['sftp_mbs'] / c['scp_mbs']:.2f} "
+                  "(goal >= 0.80)")
+        else:
+            cluster_file = local_cluster_file(work / "cluster.yaml", hosts=args.hosts)
+        r = measure_launch(cluster_file, part_config, work, hosts=args.hosts, repeat=args.repeat,
+                           log=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        if sshd is not None:
+            sshd.stop()
+    how = "ssh" if args.ssh else "local"
+    print(f"first launch ({how}, copies the shards): {r['first_launch_s']:.1f}s")
+    print(f"dglctl launch to first training step ({how}, {args.hosts} hosts, shards present): "
+          f"{r['launch_s']:.1f}s (runs {[round(x, 1) for x in r['launch_runs']]}); started "
+          f"directly {r['direct_s']:.1f}s; ratio {r['launch_ratio']:.2f}")
+    state = "nothing left" if r["clean"] else "LEFT: " + ", ".join(r["left"])
+    print(f"dglctl stop until nothing runs: {r['stop_s']:.1f}s ({state}); plain SIGTERM "
+          f"{r['sigterm_s']:.2f}s; ratio {r['stop_ratio']:.1f}")
     return 0
 
 

@@ -4,7 +4,10 @@ Generates a community graph (default 1M nodes, ~20M directed = ~10M undirected e
   1. times the METIS k-way call alone (on the prepared symmetric CSR and weight columns),
   2. runs the whole `dglctl partition` (read, symmetrize, METIS, relabel, halo, write) as a
      child process and takes its wall time and peak RSS,
-and prints phase times, the ratio whole / METIS-alone, peak memory and edge cut.
+  3. measures the peak RSS of METIS alone with its input (read, symmetric CSR, METIS call) in a
+     fresh child process: the memory baseline,
+and prints phase times, the ratio whole / METIS-alone, peak memory and edge cut (against a
+random assignment's cut on the same graph).
 Goal (issue 2): ratio <= 1.3, peak <= 2.5 GB, on 4 parts with train and degree balance.
 """
 
@@ -12,12 +15,146 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def run_child(cmd: list[str], **popen: Any) -> tuple[int, str, str, float, int]:
+    """Run ``cmd``; return (exit code, stdout, stderr, wall seconds, peak RSS in bytes).
+
+    The peak is the child's own VmHWM, read from /proc every 10 ms until it exits. Its
+    ``ru_maxrss`` (wait4, RUSAGE_CHILDREN) would not do: Linux carries the RSS high-water mark
+    of the image that called exec into the new program's, so a child of a large parent (the
+    figures run holds graphs and torch) would report at least the parent's peak.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, **popen)
+        peak = 0
+        status_file = Path(f"/proc/{proc.pid}/status")
+        while True:
+            try:
+                for line in status_file.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+            except OSError:
+                pass
+            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), wall, peak
+
+
+def metis_input(npz: Path, parts: int = 4, random_cut: bool = True) -> dict[str, Any]:
+    """What the METIS call needs, prepared as the whole command prepares it (symmetric CSR,
+    weight columns: nodes, train mask, in-degree), plus a random assignment's edge cut."""
+    import numpy as np
+
+    from partitioner.methods import assign_parts
+    from partitioner.pipeline import _homogeneous_edges, balance_weights
+    from partitioner.readers import read_graph
+    from partitioner.symmetric import symmetric_csr
+
+    graph = read_graph(npz)
+    src, dst = _homogeneous_edges(graph)
+    indptr, indices = symmetric_csr(src, dst, graph.total_nodes)
+    weights, names = balance_weights(graph, balance_train=True, balance_edges=True)
+    # Baseline for the edge cut: what an assignment that ignores the structure cuts (the same
+    # definition as the quality report: directed edges whose endpoints lie in different parts).
+    random_cut_pct = None
+    if random_cut:
+        rand = assign_parts("random", indptr, indices, parts, seed=0)
+        random_cut_pct = 100.0 * float(np.count_nonzero(rand[src] != rand[dst])) / max(1, len(src))
+    return {"indptr": indptr, "indices": indices, "weights": weights, "names": names,
+            "nodes": graph.total_nodes, "edges": graph.total_edges,
+            "random_cut_pct": random_cut_pct}
+
+
+def _metis_alone_child(npz: str, method: str, parts: int) -> None:
+    """Entry of the child that measures METIS alone with its input (peak memory baseline)."""
+    from partitioner.methods import assign_parts
+
+    inp = metis_input(Path(npz), parts, random_cut=False)
+    t0 = time.perf_counter()
+    assign_parts(method, inp["indptr"], inp["indices"], parts, vweights=inp["weights"], seed=0)
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def measure_partition(npz: Path, work: Path, *, parts: int = 4, method: str = "metis",
+                      repeat: int = 3, wait_idle: float = 0.0,
+                      log: Callable[[str], None] = _quiet) -> dict[str, Any]:
+    """Whole ``dglctl partition`` of ``npz`` vs the METIS call alone, alternating, medians.
+
+    Returns seconds (``metis_alone_s``, ``whole_s``, their lists, ``ratio``), median
+    ``phases``, ``peak_bytes`` of the whole run and ``metis_alone_peak_bytes`` of METIS alone
+    with its input (each its own child process), and the edge cut next to a random one's.
+    """
+    import numpy as np
+
+    from partitioner.methods import assign_parts
+
+    inp = metis_input(npz, parts)
+    alones, wholes, runs, peaks, config = [], [], [], [], None
+    # The whole command runs in a child process so its peak RSS is its own. Runs alternate
+    # with the METIS-alone runs so both see the same machine load (this machine is shared).
+    for i in range(repeat):
+        _wait_idle(wait_idle)
+        log(f"partition: {method} call alone, run {i + 1}/{repeat}")
+        t0 = time.perf_counter()
+        assign_parts(method, inp["indptr"], inp["indices"], parts, vweights=inp["weights"],
+                     seed=0)
+        alones.append(time.perf_counter() - t0)
+        out = work / f"parts{i}"
+        cmd = [sys.executable, "-m", "dglctl", "-q", "partition", "--input", str(npz),
+               "--graph-name", "bench", "--num-parts", str(parts), "--method", method,
+               "--balance-edges", "--out", str(out), "--overwrite", "--json"]
+        _wait_idle(wait_idle)
+        log(f"partition: whole dglctl partition, run {i + 1}/{repeat}")
+        code, stdout, stderr, wall, peak = run_child(cmd, cwd=REPO)
+        if code != 0:
+            raise RuntimeError(f"dglctl partition exited {code}: {stderr.strip()[-2000:]}")
+        wholes.append(wall)
+        peaks.append(peak)
+        config = json.loads(stdout)
+        runs.append({"read": config["read_seconds"], **config["quality"]["phase_seconds"]})
+        shutil.rmtree(out)  # only the disk space: the next run writes a new folder again
+    names, random_cut_pct = inp["names"], inp["random_cut_pct"]
+    del inp
+    log(f"partition: {method} alone with its input, fresh process (memory baseline)")
+    code, _, stderr, _, alone_peak = run_child(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "from bench.partition_bench import _metis_alone_child as f; "
+         "f(sys.argv[2], sys.argv[3], int(sys.argv[4]))",
+         str(REPO), str(npz), method, str(parts)], cwd=REPO)
+    if code != 0:
+        raise RuntimeError(f"{method} alone exited {code}: {stderr.strip()[-2000:]}")
+    q = config["quality"]
+    whole, alone = float(np.median(wholes)), float(np.median(alones))
+    return {"method": method, "parts": parts, "constraints": names,
+            "repeat": repeat, "metis_alone_s": alone, "metis_alone_runs": alones,
+            "whole_s": whole, "whole_runs": wholes, "ratio": whole / alone,
+            "phases": {k: float(np.median([r[k] for r in runs])) for k in runs[0]},
+            "peak_bytes": max(peaks), "metis_alone_peak_bytes": alone_peak,
+            "edge_cut": q["edge_cut"], "edge_cut_pct": q["edge_cut_pct"],
+            "random_cut_pct": random_cut_pct, "balance": q["balance"]}
 
 
 def main() -> int:
@@ -34,14 +171,10 @@ def main() -> int:
                     help="before each measurement, wait up to SECONDS for the CPUs to be idle "
                          "(other jobs on a shared machine skew single runs)")
     args = ap.parse_args()
-
-    import numpy as np
+    sys.path.insert(0, str(REPO))
 
     from partitioner.generate import generate_graph
-    from partitioner.methods import assign_parts
-    from partitioner.pipeline import _homogeneous_edges, balance_weights
     from partitioner.readers import write_npz
-    from partitioner.symmetric import symmetric_csr
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -51,58 +184,29 @@ def main() -> int:
     write_npz(graph, npz)
     print(f"graph: {graph.total_nodes:,} nodes, {graph.total_edges:,} directed edges "
           f"(generated + written in {time.perf_counter() - t0:.1f}s) -> {npz}")
-
-    # 1. The METIS call alone, with the same constraints the whole run uses.
-    src, dst = _homogeneous_edges(graph)
-    indptr, indices = symmetric_csr(src, dst, graph.total_nodes)
-    weights, names = balance_weights(graph, balance_train=True, balance_edges=True)
-    del src, dst
     del graph
-
-    # 2. The whole command, in a child process so its peak RSS is its own. Runs alternate
-    # with the METIS-alone runs so both see the same machine load (this machine is shared).
-    alones, wholes, runs, config = [], [], [], None
-    for i in range(args.repeat):
-        _wait_idle(args.wait_idle)
-        t0 = time.perf_counter()
-        assign_parts(args.method, indptr, indices, args.parts, vweights=weights, seed=0)
-        alones.append(time.perf_counter() - t0)
-        out = work / f"parts{i}"
-        cmd = [sys.executable, "-m", "dglctl", "-q", "partition", "--input", str(npz),
-               "--graph-name", "bench", "--num-parts", str(args.parts), "--method", args.method,
-               "--balance-edges", "--out", str(out), "--overwrite", "--json"]
-        _wait_idle(args.wait_idle)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wholes.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
-            return 1
-        config = json.loads(proc.stdout)
-        runs.append({"read": config["read_seconds"], **config["quality"]["phase_seconds"]})
-    whole = float(np.median(wholes))
-    alone = float(np.median(alones))
-    phases = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-    inside = phases["assign"]
-    print(f"{args.method} call alone: {alone:.2f}s (median of {[round(a, 2) for a in alones]}; "
-          f"{args.parts} parts, constraints: {', '.join(names)})")
-    print(f"whole runs: {[round(w, 2) for w in wholes]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    q = config["quality"]
-    print("phases (s, medians): " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
-    print(f"whole dglctl partition: {whole:.2f}s (incl. interpreter start-up)")
-    print(f"ratio whole / {args.method} alone: {whole / alone:.2f}  (goal <= 1.30; DGL 1.1.3: 3.07)")
+    r = measure_partition(npz, work, parts=args.parts, method=args.method, repeat=args.repeat,
+                          wait_idle=args.wait_idle)
+    m = args.method
+    print(f"{m} call alone: {r['metis_alone_s']:.2f}s (median of "
+          f"{[round(a, 2) for a in r['metis_alone_runs']]}; {args.parts} parts, constraints: "
+          f"{', '.join(r['constraints'])})")
+    print(f"whole runs: {[round(w, 2) for w in r['whole_runs']]}")
+    print("phases (s, medians): " + ", ".join(f"{k} {v:.2f}" for k, v in r["phases"].items()))
+    print(f"whole dglctl partition: {r['whole_s']:.2f}s (incl. interpreter start-up)")
+    print(f"ratio whole / {m} alone: {r['ratio']:.2f}  (goal <= 1.30; DGL 1.1.3: 3.07)")
     # The assign phase is METIS inside the whole run; it differs from the call alone mostly by
     # how warm the memory it allocates is. What the run adds around METIS:
-    print(f"{args.method} inside the whole run (assign phase): {inside:.2f}s; the rest of the "
-          f"run: {whole - inside:.2f}s = {(whole - inside) / alone:.0%} of {args.method} alone")
-    print(f"peak memory (whole run): {peak / 1e9:.2f} GB  (goal <= 2.5 GB; DGL 1.1.3: 4.5 GB)")
-    print(f"edge cut: {q['edge_cut']:,} ({q['edge_cut_pct']}%), balance max/mean: {q['balance']}")
+    inside = r["phases"]["assign"]
+    print(f"{m} inside the whole run (assign phase): {inside:.2f}s; the rest of the "
+          f"run: {r['whole_s'] - inside:.2f}s = {(r['whole_s'] - inside) / r['metis_alone_s']:.0%}"
+          f" of {m} alone")
+    print(f"peak memory (whole run): {r['peak_bytes'] / 1e9:.2f} GB  (goal <= 2.5 GB; DGL "
+          f"1.1.3: 4.5 GB); {m} alone with its input: {r['metis_alone_peak_bytes'] / 1e9:.2f} GB")
+    print(f"edge cut: {r['edge_cut']:,} ({r['edge_cut_pct']}%; random assignment "
+          f"{r['random_cut_pct']:.1f}%), balance max/mean: {r['balance']}")
     if args.json:
-        print(json.dumps({"metis_alone_s": alone, "whole_s": whole, "ratio": whole / alone,
-                          "metis_inside_s": inside,
-                          "peak_bytes": peak, "phases": phases, "edge_cut": q["edge_cut"],
-                          "edge_cut_pct": q["edge_cut_pct"]}))
+        print(json.dumps({k: v for k, v in r.items() if not k.endswith("_runs")}))
     return 0
 
 

@@ -34,14 +34,16 @@ DGL = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93, "e
 
 
 class Servers:
-    """Server processes of one job on 127.0.0.1 and 127.0.0.2 (what 'dglctl launch' does)."""
+    """Server processes of one job, one machine per loopback address (what 'dglctl launch'
+    does): 127.0.0.1 and 127.0.0.2 unless ``ips`` says otherwise."""
 
-    def __init__(self, part_config: Path, num_servers: int, workdir: Path) -> None:
+    def __init__(self, part_config: Path, num_servers: int, workdir: Path,
+                 ips: list[str] | None = None) -> None:
         from runtime.env import RuntimeEnv
         from runtime.ip_config import write_ip_config
 
-        self.ips = ["127.0.0.1", "127.0.0.2"]
-        self.ip_config = workdir / f"ip_{num_servers}.txt"
+        self.ips = list(ips or ["127.0.0.1", "127.0.0.2"])
+        self.ip_config = workdir / f"ip_{len(self.ips)}x{num_servers}.txt"
         write_ip_config(self.ip_config, [(ip, free_base(self.ips, num_servers)) for ip in self.ips])
         self.job = "b" + uuid.uuid4().hex[:8]
         self.token = uuid.uuid4().hex
@@ -58,14 +60,18 @@ class Servers:
         self.env = env
         self.procs = [subprocess.Popen([sys.executable, "-m", "runtime.server"], env=env("server", m, k),
                                        start_new_session=True)
-                      for m in range(2) for k in range(num_servers)]
+                      for m in range(len(self.ips)) for k in range(num_servers)]
 
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for p in self.procs:
-            p.wait(30)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
 
 
 def timeit(fn, repeat: int) -> float:
@@ -109,54 +115,51 @@ def bare_zmq_gbs(nbytes: int, repeat: int) -> float:
     return nbytes / t / 1e9
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=1_000_000)
-    ap.add_argument("--avg-degree", type=float, default=20.0)
-    ap.add_argument("--feat-dim", type=int, default=128)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-
+def prepare_parts(graph, work: Path, counts=(1, 2)) -> dict[int, Path]:
+    """Partition ``graph`` into each of ``counts`` parts (kept when already there)."""
     from partitioner import partition_graph
-    from partitioner.generate import generate_graph
-    from partitioner.loader import load_orig_ids
 
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-rtbench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    graph = generate_graph(args.nodes, avg_degree=args.avg_degree, feat_dim=args.feat_dim, seed=0)
-    for parts in (1, 2):
-        if not (work / f"p{parts}" / "bench.json").exists():
-            partition_graph(graph, "bench", parts, work / f"p{parts}", overwrite=True)
-    del graph
-    print(f"graph {args.nodes:,} nodes, feat {args.feat_dim} (prepared in "
-          f"{time.perf_counter() - t0:.0f}s)", flush=True)
-    results: dict[str, float] = {}
+    out = {}
+    for parts in counts:
+        cfg = work / f"p{parts}" / "bench.json"
+        if not cfg.exists():
+            partition_graph(graph, "bench", parts, cfg.parent, overwrite=True)
+        out[parts] = cfg
+    return out
 
+
+def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
+                              repeat: int = 5) -> dict[str, float]:
+    """Figures 1-3 of this module on the 1-part (standalone) and 2-part (servers) partitions
+    of the same graph: seeds/s and edges/s local vs through the servers, remote pull vs bare
+    pyzmq, local rows vs numpy. Runs the trainer side in this process."""
     import runtime.dist_graph as dg
+    from partitioner.loader import load_orig_ids
     from runtime.neighbor_sampler import NeighborSampler
 
-    # 1. local sampling baseline (standalone, in process)
-    dg.initialize()
-    g1 = dg.DistGraph("bench", part_config=str(work / "p1" / "bench.json"))
-    rng = np.random.default_rng(0)
-    seeds_orig = rng.choice(args.nodes, 1000, replace=False)
-    inv1 = np.argsort(load_orig_ids(g1.config)[0]["_N"])
-    sampler = NeighborSampler([10, 25])
-    edges = sum(b.num_edges() for b in sampler.sample_blocks(inv1[seeds_orig], g1))
-    t_local = timeit(lambda: sampler.sample_blocks(inv1[seeds_orig], g1), args.repeat)
-    results["local_seeds_s"] = 1000 / t_local
-    results["local_edges_s"] = edges / t_local
-
-    servers = Servers(work / "p2" / "bench.json", 1, work)
+    results: dict[str, float] = {}
+    saved = dict(os.environ)  # standalone initialize() sets torch.distributed variables
+    servers = None
     try:
+        # 1. local sampling baseline (standalone, in process)
+        dg.initialize()
+        g1 = dg.DistGraph("bench", part_config=str(p1))
+        rng = np.random.default_rng(0)
+        seeds_orig = rng.choice(num_nodes, 1000, replace=False)
+        inv1 = np.argsort(load_orig_ids(g1.config)[0]["_N"])
+        sampler = NeighborSampler([10, 25])
+        edges = sum(b.num_edges() for b in sampler.sample_blocks(inv1[seeds_orig], g1))
+        t_local = timeit(lambda: sampler.sample_blocks(inv1[seeds_orig], g1), repeat)
+        results["local_seeds_s"] = 1000 / t_local
+        results["local_edges_s"] = edges / t_local
+        dg.exit_client()
+
+        servers = Servers(p2, 1, work)
         os.environ.update(servers.env("trainer", 0))
         dg.initialize()
         g2 = dg.DistGraph("bench")
         inv2 = np.argsort(load_orig_ids(g2.config)[0]["_N"])
-        t_dist = timeit(lambda: sampler.sample_blocks(inv2[seeds_orig], g2), args.repeat)
+        t_dist = timeit(lambda: sampler.sample_blocks(inv2[seeds_orig], g2), repeat)
         results["dist_seeds_s"] = 1000 / t_dist
         results["dist_edges_s"] = edges / t_dist
         # 2. remote pull vs bare zmq
@@ -164,27 +167,32 @@ def main() -> int:
         remote = book.partid2nids(1)
         local_ids = book.partid2nids(0)
         feat = g2.ndata["feat"]
-        nbytes = 10_000 * args.feat_dim * 4
-        t_pull = timeit(lambda: feat[rng.choice(remote, 10_000)], args.repeat * 4)
+        results["feat_dim"] = feat.shape[1]
+        nbytes = 10_000 * feat.shape[1] * 4
+        t_pull = timeit(lambda: feat[rng.choice(remote, 10_000)], repeat * 4)
         results["pull_remote_gbs"] = nbytes / t_pull / 1e9
-        results["bare_zmq_gbs"] = bare_zmq_gbs(nbytes, args.repeat * 4)
+        results["bare_zmq_gbs"] = bare_zmq_gbs(nbytes, repeat * 4)
         # 3. local rows vs numpy fancy indexing of the same shared array
         idx = rng.choice(local_ids, 10_000)
         arr = g2._local_tensor("_N/feat")
-        t_loc = timeit(lambda: feat[idx], args.repeat * 4)
-        t_np = timeit(lambda: arr[idx], args.repeat * 4)
+        t_loc = timeit(lambda: feat[idx], repeat * 4)
+        t_np = timeit(lambda: arr[idx], repeat * 4)
         results["pull_local_gbs"] = nbytes / t_loc / 1e9
         results["numpy_local_gbs"] = nbytes / t_np / 1e9
-        dg.exit_client()
     finally:
-        servers.stop()
-    for k in list(os.environ):
-        if k.startswith("DGLCTL_"):
-            del os.environ[k]
+        dg.exit_client()
+        if servers is not None:
+            servers.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+    return results
 
-    # 4. 4 clients against 1 vs 2 servers per machine
+
+def measure_server_scaling(p2: Path, work: Path) -> dict[str, float]:
+    """Figure 4: 4 client processes pulling remote rows with 1 vs 2 servers per machine."""
+    results: dict[str, float] = {}
     for num_servers in (1, 2):
-        servers = Servers(work / "p2" / "bench.json", num_servers, work)
+        servers = Servers(p2, num_servers, work)
         outs = [work / f"load{num_servers}_{i}.txt" for i in range(4)]
         try:
             clients = []
@@ -201,6 +209,31 @@ def main() -> int:
             results[f"rows_s_{num_servers}_servers"] = sum(float(o.read_text()) for o in outs)
         finally:
             servers.stop()
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--avg-degree", type=float, default=20.0)
+    ap.add_argument("--feat-dim", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    from partitioner.generate import generate_graph
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-rtbench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    graph = generate_graph(args.nodes, avg_degree=args.avg_degree, feat_dim=args.feat_dim, seed=0)
+    parts = prepare_parts(graph, work)
+    del graph
+    print(f"graph {args.nodes:,} nodes, feat {args.feat_dim} (prepared in "
+          f"{time.perf_counter() - t0:.0f}s)", flush=True)
+    results = measure_sampling_and_pull(parts[1], parts[2], work, args.nodes, args.repeat)
+    results.update(measure_server_scaling(parts[2], work))
 
     print(f"sampling [10,25], 1000 seeds: local {results['local_seeds_s']:,.0f} seeds/s "
           f"({results['local_edges_s'] / 1e6:.2f}M edges/s); through servers "
