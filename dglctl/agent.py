@@ -120,13 +120,35 @@ def cmd_wrap(args: argparse.Namespace) -> int:
 
 
 def _alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies waiting to be reaped do not)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return _has_live_member(pgid)
+
+
+def _has_live_member(pgid: int) -> bool:
+    """A group whose processes have all exited still answers signal 0 until its zombies are
+    reaped; a detached job's wrappers are reaped by init, which took 2 s on the project's VMs
+    (and every stop waited for it). /proc tells the states; without /proc, assume alive."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for d in entries:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _proc_stats(pid: int) -> dict[str, Any]:
