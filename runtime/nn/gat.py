@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from runtime.block import Block
+from runtime.nn.dropout import Dropout
 from runtime.nn.sage import Feat, block_edges
 
 
@@ -76,8 +77,8 @@ class GATConv(nn.Module):
             self.fc = nn.Linear(in_feats, out_feats * num_heads, bias=False)
         self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_feats))
         self.attn_r = nn.Parameter(torch.empty(1, num_heads, out_feats))
-        self.feat_drop = nn.Dropout(feat_drop)
-        self.attn_drop = nn.Dropout(attn_drop)
+        self.feat_drop = Dropout(feat_drop)
+        self.attn_drop = Dropout(attn_drop)
         self.leaky_relu = nn.LeakyReLU(negative_slope)
         self.res_fc: nn.Module | None = None
         if residual:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from runtime.block import Block
+from runtime.nn.dropout import Dropout
 
 Feat = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
@@ -84,7 +85,7 @@ class SAGEConv(nn.Module):
         self._aggre_type = aggregator_type
         self.norm = norm
         self.activation = activation
-        self.feat_drop = nn.Dropout(feat_drop)
+        self.feat_drop = Dropout(feat_drop)
         if aggregator_type == "pool":
             self.fc_pool = nn.Linear(self._in_src_feats, self._in_src_feats)
         self.fc_neigh = nn.Linear(self._in_src_feats, out_feats, bias=False)
@@ -213,7 +214,7 @@ class SAGE(nn.Module):
         self.layers = nn.ModuleList(
             SAGEConv(sizes[i], sizes[i + 1], aggregator_type) for i in range(n_layers)
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.activation = activation
 
     def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:

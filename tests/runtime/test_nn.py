@@ -279,3 +279,20 @@ def test_hetero_conv_gat_stack_and_canonical_keys():
     assert out["user"].shape == (3, 2, 2, 2) and out["item"].shape == (2, 1, 2, 2)
     follows = mods[("user", "follows", "user")](relation_block(hb, "follows"), (xu, xu[:3]))
     torch.testing.assert_close(out["user"][:, 0], follows)
+
+
+def test_dropout_matches_torch_semantics():
+    from runtime.nn.dropout import Dropout
+
+    torch.manual_seed(0)
+    d = Dropout(0.3)
+    x = torch.ones(400, 500, requires_grad=True)
+    y = d(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.7))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # d(x * mask)/dx = mask
+    d.eval()
+    assert d(x) is x
+    assert torch.equal(Dropout(0.0).train()(x), x)
