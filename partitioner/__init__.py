@@ -12,6 +12,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree that is not
 
 from .errors import (  # noqa: E402
     ChecksumError,
+    OutEdgesMissing,
     OutputExistsError,
     PartitionerError,
     PartitionFormatError,
@@ -25,6 +26,7 @@ from .pipeline import partition_graph  # noqa: E402
 __all__ = [
     "ChecksumError",
     "Graph",
+    "OutEdgesMissing",
     "OutputExistsError",
     "Partition",
     "PartitionFormatError",

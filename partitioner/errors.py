@@ -49,6 +49,11 @@ class ChecksumError(PartitionFormatError):
     """A partition file does not match the size or checksum recorded in the config."""
 
 
+class OutEdgesMissing(PartitionFormatError):
+    """The partition was written without out-edges (``--no-out-edges``) and an operation needs
+    them (``edge_dir="out"`` sampling, ``out_degrees``)."""
+
+
 class OutputExistsError(PartitionerError):
     """The output already exists and --overwrite was not given."""
 

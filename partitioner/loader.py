@@ -1,4 +1,5 @@
-"""Load one part of a partition folder: its CSC, halo, features and id mappings (memory-mapped)."""
+"""Load one part of a partition folder: its CSC and out-CSR, halo, features and id mappings
+(memory-mapped)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import PartitionFormatError
+from .errors import OutEdgesMissing, PartitionFormatError
 from .format import check_files, load_array, read_config
 from .graph import parse_etype_key
 from .partition_book import RangePartitionBook
@@ -20,7 +21,9 @@ class Partition:
     Local nodes are the part's owned nodes (one contiguous homogeneous id range, in order)
     followed by its halo nodes. Inner edges are stored per edge type as a CSC over the owned
     destination nodes of that type, with *global* (homogeneous, relabeled) source ids; the
-    ``k``-th inner edge of type ``e`` has id ``edge_map[e][part][0] + k``.
+    ``k``-th inner edge of type ``e`` has id ``edge_map[e][part][0] + k``. Unless written with
+    ``--no-out-edges``, each part also holds per edge type an out-CSR over its owned *source*
+    nodes: every edge whose source it owns, with its global destination and edge id.
     """
 
     def __init__(self, config: dict[str, Any], part_id: int) -> None:
@@ -73,6 +76,24 @@ class Partition:
         """(indptr, global source ids) of inner edges of canonical type ``"src:etype:dst"``."""
         files = self.entry["csc"][etype]
         return load_array(self.config, files["indptr"]), load_array(self.config, files["indices"])
+
+    @property
+    def has_out_edges(self) -> bool:
+        """Whether this partition was written with out-edges (the default)."""
+        return "csr" in self.entry
+
+    def csr(self, etype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, global destination ids, global edge ids) of the out-edges of ``etype``
+        (``"src:etype:dst"``) whose source this part owns; ``indptr`` runs over the part's
+        owned nodes of the source type in per-type id order."""
+        check_out_edges(self.config)
+        files = self.entry["csr"][etype]
+        return tuple(load_array(self.config, files[k])  # type: ignore[return-value]
+                     for k in ("indptr", "indices", "eids"))
+
+    def out_degrees(self, etype: str) -> np.ndarray:
+        """Out-degree of each owned node of the source type of ``etype`` (per-type id order)."""
+        return np.diff(np.asarray(self.csr(etype)[0], dtype=np.int64))
 
     def inner_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All inner edges as global ``(src, dst, eid, etype_id)`` arrays."""
@@ -139,6 +160,18 @@ class Partition:
         """Inner-edge features keyed ``"src:etype:dst/name"``, rows in edge id order."""
         files = self.entry.get("edge_feat_files", {})
         return {k: load_array(self.config, v) for k, v in files.items()}
+
+
+def check_out_edges(config: dict[str, Any]) -> None:
+    """Raise OutEdgesMissing unless every part of ``config`` holds its out-CSR."""
+    missing = [p for p in range(config["num_parts"]) if "csr" not in config[f"part-{p}"]]
+    if missing:
+        raise OutEdgesMissing(
+            f"{config['_path']}: part(s) {', '.join(map(str, missing))} hold no out-edges "
+            "(written with --no-out-edges); edge_dir='out' sampling and out_degrees need them",
+            hint="re-run 'dglctl partition' without --no-out-edges "
+                 "(partition_graph(..., out_edges=True))",
+        )
 
 
 def load_partition(

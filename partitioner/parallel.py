@@ -62,6 +62,18 @@ def submit(fn, *args) -> Future:
     return _executor().submit(fn, *args)
 
 
+def submit_after(first: Future | None, fn, *args) -> Future:
+    """Run ``fn(*args)`` on the pool once ``first`` has finished (whatever its outcome), so
+    that two background jobs share the one idle core instead of competing for it."""
+
+    def job():
+        if first is not None:
+            first.exception()
+        return fn(*args)
+
+    return _executor().submit(job)
+
+
 def run_all(jobs: list[Callable[[], T]]) -> list[T]:
     """Run ``jobs`` concurrently, the first on the calling thread, and return their results.
 
@@ -148,20 +160,22 @@ def release_free_memory() -> None:
         libc.malloc_trim(0)
 
 
-def prefault(nbytes: int) -> None:
+def prefault(nbytes: int) -> Future | None:
     """Have a worker thread fault in ``nbytes`` of heap memory, then free it for reuse.
 
     Only inside :func:`retained_heap`, where the freed block stays in the process heap: the
     allocations that follow (METIS's work arrays, the relabel and write buffers) then land on
     pages the kernel has already provided instead of faulting each one in on the critical path.
     The block is taken here, on the calling thread, so it lands in that thread's heap.
+    Returns the worker's future (None when there was nothing to do).
     """
     nbytes = min(nbytes, _available_memory() // 4)
     if _heap_depth == 0 or nbytes <= 0:
-        return
+        return None
     block = np.empty(nbytes, np.uint8)
-    _executor().submit(_touch, [block])
+    future = _executor().submit(_touch, [block])
     del block
+    return future
 
 
 def _available_memory() -> int:

@@ -6,6 +6,7 @@ import contextlib
 import resource
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,10 +17,10 @@ from .errors import PartitionOptionError
 from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
 from .graph import Graph, etype_key
 from .methods import METHODS, assign_parts
-from .parallel import prefault, release_free_memory, retained_heap, submit
-from .relabel import presort_edges, relabel_nodes, sort_edges
+from .parallel import prefault, release_free_memory, retained_heap, submit, submit_after
+from .relabel import OutPartsJob, presort_edges, presort_out_edges, relabel_nodes, sort_edges
 from .report import quality_report
-from .shards import write_part
+from .shards import write_out_part, write_part
 from .symmetric import symmetric_csr
 
 # Memory faulted in beside METIS, per input edge: about what METIS's work arrays and the relabel
@@ -66,6 +67,18 @@ def _drained(writer: ShardWriter) -> Iterator[None]:
     except BaseException:
         with contextlib.suppress(Exception):
             writer.wait()
+        raise
+
+
+@contextlib.contextmanager
+def _joined(futures: list[Future]) -> Iterator[None]:
+    """On failure, wait for ``futures`` (workers holding large arrays) before going on."""
+    try:
+        yield
+    except BaseException:
+        for future in futures:
+            if not future.cancel():
+                future.exception()
         raise
 
 
@@ -161,13 +174,17 @@ def partition_graph(
     imbalance: float = 1.03,
     seed: int = 0,
     trainers_per_machine: int = 1,
+    out_edges: bool = True,
     overwrite: bool = False,
     reporter: ProgressReporter | None = None,
 ) -> dict[str, Any]:
     """Partition ``graph`` into ``num_parts`` parts and write ``out/graph_name.json`` plus shards.
 
-    Returns the part config that was written (the quality report is under ``"quality"``).
-    The folder appears only when complete; on any error nothing is left behind.
+    With ``out_edges`` (the default) every part also gets the out-CSR of the edges whose
+    source it owns (``edge_dir="out"`` sampling and ``out_degrees`` need it); the CLI's
+    ``--no-out-edges`` turns it off. Returns the part config that was written (the quality
+    report is under ``"quality"``). The folder appears only when complete; on any error
+    nothing is left behind.
     """
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
@@ -179,7 +196,7 @@ def partition_graph(
     with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
         weights, weight_names = None, []
         indptr = indices = None
-        presort = None
+        presort = out_presort = None
         try:
             if method != "random":
                 # The presort needs no assignment: it runs on a worker thread beside the
@@ -198,10 +215,14 @@ def partition_graph(
             if weight_names:
                 detail += f", balancing {', '.join(weight_names)}"
             with phases("assign", f"{method}: {detail}"):
+                warmed = None
                 if method == "metis":
                     # METIS is single-threaded: the other core faults in the memory METIS and
                     # the phases after it will take (see parallel.prefault).
-                    prefault(_PREFAULT_BYTES_PER_EDGE * graph.total_edges)
+                    warmed = prefault(_PREFAULT_BYTES_PER_EDGE * graph.total_edges)
+                if out_edges and presort is not None:
+                    # ... and then groups the edges by input source for the out-edges.
+                    out_presort = submit_after(warmed, presort_out_edges, graph, presorted)
                 piece = assign_parts(
                     method,
                     indptr if indptr is not None else np.zeros(n + 1, np.int32),
@@ -211,41 +232,61 @@ def partition_graph(
                 del indptr, indices
                 if presort is None:
                     presorted = presort_edges(graph)
+                    if out_edges:
+                        out_presort = submit(presort_out_edges, graph, presorted)
         except BaseException:
-            # Let the worker finish before the error goes on: it holds large arrays.
-            if presort is not None and not presort.cancel():
-                presort.exception()
+            # Let the workers finish before the error goes on: they hold large arrays.
+            for future in (presort, out_presort):
+                if future is not None and not future.cancel():
+                    future.exception()
             raise
         piece = np.asarray(piece, dtype=np.int64)
         part = piece // trainers_per_machine if trainers_per_machine > 1 else piece
-        with phases("relabel", "contiguous id ranges per part and type"):
-            nodes = relabel_nodes(graph, part, num_parts)
-            sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
-            del presorted
-        # The shards about to be written need page cache: give the kernel back the heap's
-        # free (already faulted-in) memory to take it from.
-        release_free_memory()
-        writer = ShardWriter(tmp, background=True)
-        config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
-                              edge_ranges)
-        part_stats = []
-        with phases("write", f"{num_parts} parts, halo {halo_hops} hop(s)"), _drained(writer):
-            for p in range(num_parts):
-                entry, stats = write_part(
-                    writer, p, graph, nodes, sorted_edges, edge_ranges, halo_hops,
-                    piece if trainers_per_machine > 1 else None,
-                )
-                config[f"part-{p}"] = entry
-                part_stats.append(stats)
-            config["orig_nids"] = {
-                t: writer.save(f"orig_nids/{i}_{safe_name(t)}.npy", nodes.orig[i])
-                for i, t in enumerate(graph.ntypes)
-            }
-            config["orig_eids"] = {
-                etype_key(et): writer.save(f"orig_eids/{i}_{safe_name(etype_key(et))}.npy", se.order)
-                for i, (et, se) in enumerate(zip(graph.edges, sorted_edges, strict=True))
-            }
-            writer.wait()
+        futures = [out_presort] if out_presort is not None else []  # pool work on large arrays
+        with _joined(futures):
+            with phases("relabel", "contiguous id ranges per part and type"):
+                nodes = relabel_nodes(graph, part, num_parts)
+                if out_presort is not None:
+                    # The out-edges of each part: a gather of whole rows on a worker, beside
+                    # the CSC's sort and the writes.
+                    out_job = OutPartsJob(graph, part, nodes, num_parts, presorted,
+                                          futures.pop().result())
+                    futures.append(submit(out_job))
+                    del out_job
+                sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
+                del presorted
+            # The shards about to be written need page cache: give the kernel back the heap's
+            # free (already faulted-in) memory to take it from.
+            release_free_memory()
+            writer = ShardWriter(tmp, background=True)
+            config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
+                                  edge_ranges)
+            part_stats = []
+            detail = f"{num_parts} parts, halo {halo_hops} hop(s)"
+            with phases("write", detail + (", out-edges" if out_edges else "")), _drained(writer):
+                for p in range(num_parts):
+                    entry, stats = write_part(
+                        writer, p, graph, nodes, sorted_edges, edge_ranges, halo_hops,
+                        piece if trainers_per_machine > 1 else None,
+                    )
+                    config[f"part-{p}"] = entry
+                    part_stats.append(stats)
+                if out_edges:
+                    out_parts = futures.pop().result()
+                    for p in range(num_parts):
+                        config[f"part-{p}"]["csr"] = write_out_part(writer, p, graph,
+                                                                    out_parts[p])
+                    del out_parts
+                config["orig_nids"] = {
+                    t: writer.save(f"orig_nids/{i}_{safe_name(t)}.npy", nodes.orig[i])
+                    for i, t in enumerate(graph.ntypes)
+                }
+                config["orig_eids"] = {
+                    etype_key(et): writer.save(f"orig_eids/{i}_{safe_name(etype_key(et))}.npy",
+                                               se.order)
+                    for i, (et, se) in enumerate(zip(graph.edges, sorted_edges, strict=True))
+                }
+                writer.wait()
         config.update(
             {
                 "num_trainers_per_machine": trainers_per_machine,

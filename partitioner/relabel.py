@@ -4,7 +4,9 @@ New homogeneous node ids are laid out part-major, then node type, then old id (a
 so within one type the new ids grow with the part and keep the old order inside a part. An
 edge belongs to the part that owns its destination; new edge ids are laid out part-major, then
 edge type, then destination, which makes each part's edges of one type a CSC (in-edges grouped
-by destination) for free.
+by destination) for free. The out-edges (grouped by source, for ``edge_dir="out"``) take one
+more counting sort per edge type, by input source, beside METIS (:func:`presort_out_edges`),
+and a gather of whole rows per part after it (:class:`OutPartsJob`).
 """
 
 from __future__ import annotations
@@ -156,11 +158,9 @@ def sort_edges(
     offsets = graph.node_offsets()
     tid = {t: i for i, t in enumerate(graph.ntypes)}
     sorted_edges: list[SortedEdges] = []
-    counts = np.zeros((num_parts, len(graph.edges)), np.int64)
-    for e, (etype, pre) in enumerate(zip(graph.edges, presorted, strict=True)):
+    for etype, pre in zip(graph.edges, presorted, strict=True):
         d = tid[etype[2]]
         part_d = part[offsets[d] : offsets[d + 1]]
-        counts[:, e] = np.bincount(part_d, weights=pre.deg, minlength=num_parts).astype(np.int64)
         # Stable counting sort of the presorted edges by the part of their destination: the
         # source and the edge id move in one pass each (two threads), in the same order.
         m = len(pre.src)
@@ -182,13 +182,32 @@ def sort_edges(
         del edge_part
         src_new = take(nodes.new_of_old, src_old)
         del src_old
-        dst_ptr = np.zeros(graph.num_nodes[etype[2]] + 1, np.int64)
-        np.cumsum(pre.deg[nodes.orig[d]], out=dst_ptr[1:])
-        part_bounds = dst_ptr[nodes.typed_start[:, d]]
+        dst_ptr, part_bounds = _dst_ptr(pre, nodes, d)
         sorted_edges.append(SortedEdges(order, src_new, dst_ptr, part_bounds))
+    return sorted_edges, edge_ranges(graph, part, num_parts, presorted)
+
+
+def _dst_ptr(pre: PresortedEdges, nodes: NodeRelabeling, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSC pointer over the destination type's per-type new ids, and where each part begins."""
+    dst_ptr = np.zeros(len(pre.deg) + 1, np.int64)
+    np.cumsum(pre.deg[nodes.orig[d]], out=dst_ptr[1:])
+    return dst_ptr, dst_ptr[nodes.typed_start[:, d]]
+
+
+def edge_ranges(
+    graph: Graph, part: np.ndarray, num_parts: int, presorted: list[PresortedEdges]
+) -> np.ndarray:
+    """``(P, E, 2)`` homogeneous new edge-id ranges (part-major, then edge type): an edge
+    belongs to the part of its destination."""
+    offsets = graph.node_offsets()
+    tid = {t: i for i, t in enumerate(graph.ntypes)}
+    counts = np.zeros((num_parts, len(graph.edges)), np.int64)
+    for e, (etype, pre) in enumerate(zip(graph.edges, presorted, strict=True)):
+        d = tid[etype[2]]
+        part_d = part[offsets[d] : offsets[d + 1]]
+        counts[:, e] = np.bincount(part_d, weights=pre.deg, minlength=num_parts).astype(np.int64)
     block_start = np.concatenate([[0], np.cumsum(counts.reshape(-1))[:-1]]).reshape(counts.shape)
-    ranges = np.stack([block_start, block_start + counts], axis=-1)
-    return sorted_edges, ranges
+    return np.stack([block_start, block_start + counts], axis=-1)
 
 
 def _by_part(
@@ -207,3 +226,119 @@ def _by_part(
     else:  # the kernel's column array must share the key's dtype: sort values as its data
         junk = np.empty(m, edge_part.dtype)
         kernels.coo_tocsr(num_parts, 1, m, edge_part, edge_part, values, ptr, junk, out)
+
+
+@dataclass
+class OutPresorted:
+    """One edge type's edges grouped by *input* source id (a CSR), computed beside METIS.
+
+    Rows are homogeneous input ids (rows of other node types are empty). Within a row, edges
+    are in the presort's order (input destination id, then input edge id), which does not
+    depend on the assignment: samplers draw by offset within a row, so any partitioning of a
+    graph samples the same out-edges for the same seed.
+
+    Attributes:
+        ptr: ``(N + 1,)`` position where each homogeneous input id's out-edges begin.
+        dst: per-type input destination id of each edge.
+        pos: position of each edge in the presort's order (its new edge id follows from it).
+    """
+
+    ptr: np.ndarray
+    dst: np.ndarray
+    pos: np.ndarray
+
+
+def _out_index_dtype(graph: Graph) -> type:
+    """int32 when every node id, edge count and edge id fits (as the presort does), else int64."""
+    fits = graph.total_nodes < 2**31 - 1 and graph.total_edges < 2**31 - 1
+    return np.int32 if fits else np.int64
+
+
+def presort_out_edges(graph: Graph, presorted: list[PresortedEdges]) -> list[OutPresorted]:
+    """Group every edge type's edges by input source: one counting sort (O(E)) each.
+
+    Needs no assignment, so it runs on the idle core while METIS runs: what is left after
+    METIS (:class:`OutPartsJob`) is a gather of whole rows and two table look-ups per edge.
+    """
+    kernels = sparsetools()
+    n = graph.total_nodes
+    idx = _out_index_dtype(graph)
+    out = []
+    for pre in presorted:
+        m, nd = len(pre.src), len(pre.deg)
+        run_ptr = np.zeros(nd + 1, idx)
+        np.cumsum(pre.deg, out=run_ptr[1:])
+        dst = np.empty(m, idx)
+        kernels.expandptr(nd, run_ptr, dst)  # the presort's runs: input destination per edge
+        res = OutPresorted(np.empty(n + 1, idx), np.empty(m, idx), np.empty(m, idx))
+        kernels.coo_tocsr(n, 1, m, pre.src.astype(idx, copy=False), dst,
+                          np.arange(m, dtype=idx), res.ptr, res.dst, res.pos)
+        out.append(res)
+    return out
+
+
+OutPart = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class OutPartsJob:
+    """The out-CSR of every part and edge type from :func:`presort_out_edges`' rows.
+
+    Built on the calling thread, which takes every output buffer (see
+    :func:`~partitioner.parallel.retained_heap`) and computes the small per-node tables;
+    calling it fills the buffers (a worker can) and returns, per part and edge type,
+    ``(indptr, indices, eids)``: ``indptr`` over the part's owned nodes of the source type in
+    per-type id order, ``indices`` homogeneous new destination ids, ``eids`` homogeneous new
+    edge ids (the ids the CSC gives the same edges).
+    """
+
+    _CHUNK = 1 << 20
+
+    def __init__(self, graph: Graph, part: np.ndarray, nodes: NodeRelabeling, num_parts: int,
+                 presorted: list[PresortedEdges], out_pre: list[OutPresorted]) -> None:
+        offsets = graph.node_offsets()
+        tid = {t: i for i, t in enumerate(graph.ntypes)}
+        idx = _out_index_dtype(graph)
+        ranges = edge_ranges(graph, part, num_parts, presorted)
+        new_of_old = nodes.new_of_old.astype(idx, copy=False)
+        self.out_pre: list[OutPresorted | None] = list(out_pre)
+        self.tables: list[tuple[np.ndarray, np.ndarray]] = []
+        self.rows: list[list[np.ndarray]] = []
+        self.parts: list[list[OutPart]] = [[] for _ in range(num_parts)]
+        for e, (etype, pre, op) in enumerate(zip(graph.edges, presorted, out_pre, strict=True)):
+            s, d = tid[etype[0]], tid[etype[2]]
+            lo, nd = int(offsets[d]), len(pre.deg)
+            # Per input destination v: its new homogeneous id, and new edge id minus presort
+            # position for its run of edges (runs keep their order in the CSC).
+            dst_ptr, part_bounds = _dst_ptr(pre, nodes, d)
+            q = part[lo : lo + nd]
+            run_start = np.cumsum(pre.deg) - pre.deg
+            shift = dst_ptr[nodes.per_type_new[d]] - part_bounds[q] + ranges[q, e, 0] - run_start
+            self.tables.append((new_of_old[lo : lo + nd], shift.astype(idx)))
+            out_deg = np.diff(op.ptr)
+            rows_e = []
+            for p in range(num_parts):
+                # Input ids of the part's owned nodes of the source type, in new id order.
+                rows = (nodes.orig[s][nodes.typed_start[p, s] : nodes.typed_start[p + 1, s]]
+                        + int(offsets[s])).astype(idx)
+                indptr = np.zeros(len(rows) + 1, idx)
+                np.cumsum(out_deg[rows], out=indptr[1:])
+                k = int(indptr[-1])
+                self.parts[p].append((indptr, np.empty(k, idx), np.empty(k, idx)))
+                rows_e.append(rows)
+            self.rows.append(rows_e)
+
+    def __call__(self) -> list[list[OutPart]]:
+        kernels = sparsetools()
+        for e, (new_dst, shift) in enumerate(self.tables):
+            op = self.out_pre[e]
+            assert op is not None, "an OutPartsJob runs once"
+            for p, part_arrays in enumerate(self.parts):
+                _, indices, eids = part_arrays[e]
+                rows = self.rows[e][p]
+                kernels.csr_row_index(len(rows), rows, op.ptr, op.dst, op.pos, indices, eids)
+                for a in range(0, len(indices), self._CHUNK):  # small temporaries only
+                    old = indices[a : a + self._CHUNK]
+                    eids[a : a + self._CHUNK] += shift[old]
+                    indices[a : a + self._CHUNK] = new_dst[old]
+            self.out_pre[e] = None  # the rows of this type are no longer needed
+        return self.parts

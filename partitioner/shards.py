@@ -1,4 +1,5 @@
-"""Build and write one part's shards: CSC of its inner edges, halo nodes and edges, features."""
+"""Build and write one part's shards: CSC of its inner edges, halo nodes and edges, features,
+and the out-CSR of the edges whose source it owns."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from .format import ShardWriter, safe_name
 from .graph import Graph, etype_key
-from .relabel import NodeRelabeling, SortedEdges
+from .relabel import NodeRelabeling, OutPart, SortedEdges
 
 
 @dataclass
@@ -128,6 +129,27 @@ def write_part(
     entry["node_feat_files"] = node_files
     stats = PartStats(owned_hi - owned_lo, num_edges, cut_edges, num_halo)
     return entry, stats
+
+
+def write_out_part(
+    writer: ShardWriter, p: int, graph: Graph, out_part: list[OutPart]
+) -> dict[str, dict[str, str]]:
+    """Write part ``p``'s out-CSR files (from :class:`~partitioner.relabel.OutPartsJob`);
+    return its ``csr`` JSON entry.
+
+    Per edge type: ``indptr`` over the part's owned nodes of the source type (in per-type id
+    order, as the CSC's is over the destination type), ``indices`` the homogeneous new
+    destination ids, ``eids`` the homogeneous new edge ids.
+    """
+    prefix = f"part{p}/graph"
+    entry: dict[str, dict[str, str]] = {}
+    for e, (etype, (indptr, indices, eids)) in enumerate(zip(graph.edges, out_part, strict=True)):
+        entry[etype_key(etype)] = {
+            "indptr": writer.save(f"{prefix}/{e}_out_indptr.npy", indptr),
+            "indices": writer.save(f"{prefix}/{e}_out_indices.npy", indices),
+            "eids": writer.save(f"{prefix}/{e}_out_eids.npy", eids),
+        }
+    return entry
 
 
 def _in_edges_of(

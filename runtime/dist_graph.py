@@ -18,7 +18,7 @@ import numpy as np
 
 from partitioner.format import load_array, read_config
 from partitioner.graph import etype_key, parse_etype_key
-from partitioner.loader import load_partition
+from partitioner.loader import check_out_edges, load_partition
 from partitioner.partition_book import RangePartitionBook
 
 from .client import Request, ServerPool
@@ -242,6 +242,7 @@ class DistGraph:
                     self._arena.attach(graph_tensor(e, "indices"), writable=False))
                 for e in self.config["etypes"]
             }
+        self._csr: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # on first use
         self._book = RangePartitionBook(self.config, self.machine_id)
         ctx.graphs.append(self)
         self.ndata = _DataView(self, f"node:{self.ntypes[0]}") if len(self.ntypes) == 1 else None
@@ -414,6 +415,23 @@ class DistGraph:
         return arr
 
     # --- degrees and edges -----------------------------------------------------------------
+    def _out_csr(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This machine's out-CSR of edge type ``key``: (indptr over its owned nodes of the
+        source type, homogeneous destination ids, homogeneous edge ids)."""
+        csr = self._csr.get(key)
+        if csr is None:
+            check_out_edges(self.config)  # written with --no-out-edges: say so, name the fix
+            if self._part is not None:
+                csr = tuple(np.asarray(a) for a in self._part.csr(key))
+            else:
+                from .server import OUT_CSR, graph_tensor
+
+                assert self._arena is not None
+                csr = tuple(self._arena.attach(graph_tensor(key, w), writable=False)
+                            for w in OUT_CSR)
+            self._csr[key] = csr  # type: ignore[assignment]
+        return csr  # type: ignore[return-value]
+
     def in_degrees(self, v=None, etype=None):
         """In-degree of nodes ``v`` (homogeneous/per-type ids of the edge type's destination)."""
         import torch
@@ -432,6 +450,34 @@ class DistGraph:
             else:
                 pool = self._ctx.pool
                 reqs.append(Request(m, pool.pick(m), {"op": "in_degrees", "etype": key}, [local]))
+                slots.append(sel)
+        if reqs:
+            for sel, (_, arrays) in zip(slots, self._ctx.pool.call_many(reqs), strict=True):
+                out[sel] = arrays[0]
+        return torch.from_numpy(out)
+
+    def out_degrees(self, u=None, etype=None):
+        """Out-degree of nodes ``u`` (homogeneous/per-type ids of the edge type's source).
+
+        Needs a partition written with out-edges (the default; not ``--no-out-edges``).
+        """
+        import torch
+
+        key = self._canonical(etype)
+        src_type = parse_etype_key(key)[0]
+        check_out_edges(self.config)
+        if u is None:
+            u = np.arange(self.num_nodes(src_type))
+        ids = np.asarray(u, dtype=np.int64).reshape(-1)
+        out = np.empty(len(ids), np.int64)
+        reqs, slots = [], []
+        for m, sel, local in self._by_owner(ids, self._book.nodes, src_type):
+            if m == self.machine_id:
+                indptr = self._out_csr(key)[0]
+                out[sel] = indptr[local + 1] - indptr[local]
+            else:
+                pool = self._ctx.pool
+                reqs.append(Request(m, pool.pick(m), {"op": "out_degrees", "etype": key}, [local]))
                 slots.append(sel)
         if reqs:
             for sel, (_, arrays) in zip(slots, self._ctx.pool.call_many(reqs), strict=True):

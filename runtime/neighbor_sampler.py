@@ -2,7 +2,9 @@
 
 Seeds are grouped by the machine that owns them; the local machine samples from shared memory,
 every other machine gets one request carrying all edge types, sent together. Results are
-per-type ids, so they index features directly.
+per-type ids, so they index features directly. In-edges come from each part's CSC, out-edges
+(``edge_dir="out"``) from its out-CSR: a part stores the out-edges of the nodes it owns, so
+both directions are answered by the seed's machine.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from partitioner.loader import check_out_edges
+
 from .block import Block, to_block
 from .client import Request
 from .dist_graph import DistGraph
 from .errors import DistError
-from .sampling import sample_on_part
+from .sampling import OUT_SALT, sample_on_part
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -49,34 +53,43 @@ def sample_neighbors(
     replace: bool = False,
     seed: int = 0,
 ) -> dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Sample up to ``fanout`` in-edges of every seed (per edge type with a dict fanout).
+    """Sample up to ``fanout`` in-edges (or out-edges) of every seed, per edge type.
 
     Args:
         nodes: seed ids (per type: a dict ``{ntype: ids}`` for heterogeneous graphs).
         fanout: an int for every edge type, or ``{etype: int}`` (missing types: 0; -1: all).
-        prob: name of an edge feature holding non-negative sampling weights.
+            With ``edge_dir="out"`` the edge types sampled for a seed are those whose
+            *source* type is the seed's type (with "in", those whose destination type is).
+        edge_dir: ``"in"``: in-edges of the seeds (the seeds are the destinations).
+            ``"out"``: out-edges of the seeds (the seeds are the sources), as DGL's
+            ``sample_neighbors(..., edge_dir="out")``; needs a partition written with
+            out-edges (the default of ``dglctl partition``).
+        prob: name of an edge feature holding non-negative sampling weights ("in" only: an
+            edge's weight is stored with its destination's machine, not the seed's).
         exclude_edges: edge ids (per type: ``{etype: ids}``) that must not be sampled.
-        seed: sampling seed; the same seed gives the same edges in every process.
+        seed: sampling seed; the same seed gives the same edges in every process, and the
+            same edges for any number of parts.
 
-    Returns ``{canonical etype: (src ids, dst ids, edge ids)}`` in per-type ids.
+    Returns ``{canonical etype: (src ids, dst ids, edge ids)}`` in per-type ids, each edge in
+    the graph's direction (with "out", ``src`` are seeds and ``dst`` their out-neighbours).
     """
-    if edge_dir != "in":
-        raise DistError(
-            "edge_dir='out' is not supported yet: partitions store each node's in-edges",
-            hint="sample in-edges (the default); for symmetric graphs they are the same",
-        )
+    out_dir = _check_edge_dir(edge_dir, prob)
+    if out_dir:
+        check_out_edges(g.config)  # written with --no-out-edges: name the fix
     seeds = _as_seed_dict(g, nodes)
     book = g.get_partition_book()
     excl = _exclusions(g, exclude_edges)
+    seed_end = 0 if out_dir else 2  # which end of an edge type the seeds are
     work: dict[int, list[tuple[int, CanonicalEtype, np.ndarray, np.ndarray, np.ndarray]]] = {}
     results: dict[CanonicalEtype, list[tuple[np.ndarray, ...]]] = {}
     for e, et in enumerate(g.canonical_etypes):
         f = _fanout_of(fanout, et)
-        if et[2] not in seeds or f == 0:
+        st = et[seed_end]
+        if st not in seeds or f == 0:
             continue
         results[et] = []
-        for m, sel, local in g._by_owner(seeds[et[2]], book.nodes, et[2]):
-            sel_ids = seeds[et[2]][sel]
+        for m, sel, local in g._by_owner(seeds[st], book.nodes, st):
+            sel_ids = seeds[st][sel]
             work.setdefault(m, []).append((e, et, local, sel_ids, np.asarray(f)))
     pool = g._ctx.pool
     reqs, req_meta = [], []
@@ -84,27 +97,33 @@ def sample_neighbors(
         if m == g.machine_id:
             for e, et, local, sel_ids, f in items:
                 key = ":".join(et)
-                indptr, indices = g._csc[key]
+                if out_dir:
+                    indptr, indices, eids = g._out_csr(key)
+                else:
+                    (indptr, indices), eids = g._csc[key], None
                 weights = g._local_tensor(f"{key}/{prob}") if prob else None
-                key_ids = g._local_tensor(f"orig:{et[2]}")[local]
-                s_idx, src, pos = sample_on_part(
-                    indptr, indices, local, key_ids, e, int(f), replace, seed,
-                    weights, _local_excl(excl, book, m, et))
-                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, src, pos))
+                key_ids = g._local_tensor(f"orig:{et[seed_end]}")[local]
+                s_idx, nbr, ids = sample_on_part(
+                    indptr, indices, local, key_ids, _salt(e, out_dir), int(f), replace, seed,
+                    weights, _excluded(excl, book, m, et, out_dir), eids)
+                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, nbr, ids, out_dir))
             continue
         arrays = []
         for _, et, local, _, _ in items:
-            arrays += [local, _local_excl(excl, book, m, et, empty=True)]
+            arrays += [local, _excluded(excl, book, m, et, out_dir, empty=True)]
         header = {"op": "sample", "etypes": [":".join(it[1]) for it in items],
-                  "salts": [it[0] for it in items], "fanouts": [int(it[4]) for it in items],
+                  "salts": [_salt(it[0], out_dir) for it in items],
+                  "fanouts": [int(it[4]) for it in items],
                   "replace": replace, "seed": int(seed), "prob": prob}
+        if out_dir:
+            header["edge_dir"] = "out"
         reqs.append(Request(m, pool.pick(m), header, arrays))
         req_meta.append((m, items))
     if reqs:
         for (m, items), (_, arrays) in zip(req_meta, pool.call_many(reqs), strict=True):
             for i, (e, et, _, sel_ids, _) in enumerate(items):
-                s_idx, src, pos = arrays[3 * i:3 * i + 3]
-                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, src, pos))
+                s_idx, nbr, ids = arrays[3 * i:3 * i + 3]
+                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, nbr, ids, out_dir))
     out = {}
     for et, chunks in results.items():
         if chunks:
@@ -115,12 +134,33 @@ def sample_neighbors(
     return out
 
 
-def _finish(book, m, e, et, sel_ids, s_idx, src_homo, pos):
-    dst = sel_ids[s_idx]
+def _check_edge_dir(edge_dir: str, prob: str | None) -> bool:
+    """True for "out"; a DistError for anything but "in"/"out", or prob= with "out"."""
+    if edge_dir not in ("in", "out"):
+        raise DistError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
+    if edge_dir == "out" and prob is not None:
+        raise DistError(
+            f"prob={prob!r} is not supported with edge_dir='out': an edge's weight is stored "
+            "on the machine of its destination, not of the seed that samples it",
+            hint="sample without prob=, or sample in-edges",
+        )
+    return edge_dir == "out"
+
+
+def _salt(e: int, out_dir: bool) -> int:
+    return e + OUT_SALT if out_dir else e
+
+
+def _finish(book, m, e, et, sel_ids, s_idx, nbr_homo, ids, out_dir):
+    seeds = sel_ids[s_idx]
     # One node type: per-type ids are the homogeneous ids.
-    src = src_homo if len(book.ntypes) == 1 else book.map_to_per_ntype(src_homo)[1]
-    eid = pos + book.edges.typed_start[m, e]
-    return src, dst, eid
+    nbr = nbr_homo if len(book.ntypes) == 1 else book.map_to_per_ntype(nbr_homo)[1]
+    nbr = np.asarray(nbr, np.int64)
+    if out_dir:  # ids are homogeneous edge ids (the seed's machine stores other parts' edges)
+        eid = ids if len(book.etypes) == 1 else book.map_to_per_etype(ids)[1]
+        return seeds, nbr, np.asarray(eid, np.int64)
+    eid = ids + book.edges.typed_start[m, e]  # ids are CSC positions on machine m
+    return nbr, seeds, eid
 
 
 def _exclusions(g: DistGraph, exclude_edges: Any) -> dict[str, np.ndarray]:
@@ -132,12 +172,16 @@ def _exclusions(g: DistGraph, exclude_edges: Any) -> dict[str, np.ndarray]:
             for k, v in exclude_edges.items()}
 
 
-def _local_excl(excl, book, m, et, empty=False):
-    """Excluded edges of ``et`` owned by machine ``m`` as sorted CSC positions."""
+def _excluded(excl, book, m, et, out_dir, empty=False):
+    """Excluded edges of ``et`` as machine ``m`` needs them: sorted CSC positions of the edges
+    it owns ("in"), or every excluded edge as sorted homogeneous edge ids ("out": a seed's
+    out-edges may belong to any machine)."""
     key = ":".join(et)
     ids = excl.get(key)
     if ids is None or len(ids) == 0:
         return np.empty(0, np.int64) if empty else None
+    if out_dir:
+        return np.sort(book.map_to_homo_eid(ids, key))
     e = book.edges.type_index(key)
     lo, hi = book.edges.typed_start[m, e], book.edges.typed_start[m + 1, e]
     sel = ids[(ids >= lo) & (ids < hi)]
@@ -155,22 +199,38 @@ def set_batch_key(key: tuple[int, int] | None) -> None:
 
 
 class NeighborSampler:
-    """DGL's ``NeighborSampler(fanouts)``: one block per layer, input layer first.
+    """DGL's ``NeighborSampler(fanouts, edge_dir="in")``: one block per layer, input layer first.
 
     ``fanouts[i]`` is the fanout of layer i (an int or ``{etype: int}``). The seed form
-    ``NeighborSampler(g, fanouts, ...)`` of the DGL guide is accepted too. Each call draws
-    with a fresh sampling seed (``seed`` + call number), so runs with the same seed repeat.
+    ``NeighborSampler(g, fanouts, ...)`` of the DGL guide is accepted too, and so is DGL's
+    positional ``NeighborSampler(fanouts, "out")``. Each call draws with a fresh sampling seed
+    (``seed`` + call number), so runs with the same seed repeat.
+
+    With ``edge_dir="out"`` each layer samples out-edges of its seeds and the block
+    aggregates *from the sampled out-neighbours into the seeds*: the seeds are the block's
+    destination nodes (first among its source nodes, as always), their sampled
+    out-neighbours its other source nodes, and each sampled graph edge ``seed -> v`` becomes
+    the block edge ``v -> seed``. So the block's edge types are the graph's reversed:
+    sampling ``(stype, etype, dtype)`` gives block edges of type ``(dtype, etype, stype)``
+    whose ``edata[EID]`` are ids of the graph's ``(stype, etype, dtype)`` edges. (DGL 1.1.3
+    passes the out-frontier to ``to_block(frontier, seeds)``, which fails as soon as a seed
+    has an out-neighbour that is not a seed: the neighbours are the edges' destinations.)
+    Per-edge-type fanouts name the graph's edge types (those leaving the seeds' types).
     """
 
-    def __init__(self, *args: Any, replace: bool = False, prob: str | None = None,
-                 seed: int = 0, **_unused: Any) -> None:
+    def __init__(self, *args: Any, edge_dir: str = "in", replace: bool = False,
+                 prob: str | None = None, seed: int = 0, **_unused: Any) -> None:
         graph = None
         if args and isinstance(args[0], DistGraph):
             graph, args = args[0], args[1:]
         if not args:
             raise TypeError("NeighborSampler needs fanouts, e.g. NeighborSampler([10, 25])")
+        if graph is None and len(args) > 1 and isinstance(args[1], str):
+            edge_dir = args[1]  # DGL 1.x: NeighborSampler(fanouts, edge_dir, ...)
+        _check_edge_dir(edge_dir, prob)
         self.g = graph
         self.fanouts = list(args[0])
+        self.edge_dir = edge_dir
         self.replace = replace
         self.prob = prob
         self.seed = seed
@@ -193,9 +253,12 @@ class NeighborSampler:
         num_nodes = {t: graph.num_nodes(t) for t in graph.ntypes}
         blocks: list[Block] = []
         for layer, fanout in enumerate(reversed(self.fanouts)):
-            sampled = sample_neighbors(graph, dst, fanout, prob=self.prob,
+            sampled = sample_neighbors(graph, dst, fanout, edge_dir=self.edge_dir, prob=self.prob,
                                        exclude_edges=exclude_edges, replace=self.replace,
                                        seed=call_seed * 31 + layer)
+            if self.edge_dir == "out":  # messages flow from the out-neighbours to the seeds
+                sampled = {(et[2], et[1], et[0]): (nbr, seed_ids, eid)
+                           for et, (seed_ids, nbr, eid) in sampled.items()}
             block = to_block(dst, sampled, num_nodes)
             blocks.insert(0, block)
             dst = {t: block._src_data[t]["_ID"].numpy() for t in block.ntypes}

@@ -1,4 +1,5 @@
-"""Neighbour sampling kernels on a CSC (in-edges grouped by destination), vectorised in numpy.
+"""Neighbour sampling kernels on a CSC (in-edges grouped by destination) or an out-CSR
+(out-edges grouped by source), vectorised in numpy.
 
 Randomness is *keyed*: the draws for a seed node come from a hash of (sampling seed, node id,
 draw index), not from a shared random stream. The same seed node therefore gets the same
@@ -14,6 +15,9 @@ import numpy as np
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+# Added to the edge type's salt when sampling out-edges: a seed's in- and out-draws differ.
+OUT_SALT = 1 << 20
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -47,13 +51,19 @@ def sample_etype(
     replace: bool = False,
     weights: np.ndarray | None = None,
     excluded: np.ndarray | None = None,
+    edge_ids: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sample up to ``fanout`` in-edges of each seed (local destination index into ``indptr``).
+
+    The same on an out-CSR samples out-edges (seeds index its rows, the sources).
 
     Args:
         keys: one random key per seed (see :func:`node_keys`).
         weights: optional weight of every CSC position (edge probability up to a constant).
-        excluded: optional sorted CSC positions that must not be sampled.
+        excluded: optional sorted CSC positions that must not be sampled, or sorted edge ids
+            when ``edge_ids`` is given.
+        edge_ids: optional edge id of every position (an out-CSR's ``eids``), which
+            ``excluded`` then refers to.
 
     Returns ``(seed_idx, pos)``: for every sampled edge the index of its seed in ``seeds`` and
     its CSC position (``indices[pos]`` is the source, ``pos`` the local edge id), grouped by
@@ -65,7 +75,7 @@ def sample_etype(
     start = np.asarray(indptr[seeds], dtype=np.int64)
     deg = np.asarray(indptr[seeds + 1], dtype=np.int64) - start
     if weights is not None or excluded is not None:
-        return _sample_weighted(start, deg, keys, fanout, replace, weights, excluded)
+        return _sample_weighted(start, deg, keys, fanout, replace, weights, excluded, edge_ids)
     if fanout < 0:
         return _all_edges(start, deg)
     if replace:
@@ -103,14 +113,15 @@ def _all_edges(start: np.ndarray, deg: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return seed_idx, np.repeat(start, deg) + offset
 
 
-def _sample_weighted(start, deg, keys, fanout, replace, weights, excluded):
+def _sample_weighted(start, deg, keys, fanout, replace, weights, excluded, edge_ids=None):
     """Sampling over every candidate edge: weighted (Efraimidis-Spirakis keys) and/or excluding."""
     seed_idx, pos = _all_edges(start, deg)
     w = np.ones(len(pos)) if weights is None else np.asarray(weights[pos], dtype=np.float64)
     if excluded is not None and len(excluded):
-        hit = np.searchsorted(excluded, pos)
+        ids = pos if edge_ids is None else np.asarray(edge_ids[pos], dtype=np.int64)
+        hit = np.searchsorted(excluded, ids)
         hit = np.minimum(hit, len(excluded) - 1)
-        w = np.where(excluded[hit] == pos, 0.0, w)
+        w = np.where(excluded[hit] == ids, 0.0, w)
     ok = w > 0
     seed_idx, pos, w = seed_idx[ok], pos[ok], w[ok]
     if fanout < 0 or len(pos) == 0:
@@ -152,12 +163,18 @@ def sample_on_part(
     seed: int,
     weights: np.ndarray | None = None,
     excluded: np.ndarray | None = None,
+    eids: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Sample one part's CSC: returns [seed index, homogeneous source id, CSC position].
 
-    ``key_ids`` are the seeds' *input* (original) ids: draws are keyed by them, so any process
-    and any partitioning of the same graph samples the same edges for the same seed.
+    With ``eids`` (an out-CSR: rows are sources, ``indices`` destinations) it returns
+    [seed index, homogeneous destination id, homogeneous edge id] and ``excluded`` holds
+    sorted homogeneous edge ids. ``key_ids`` are the seeds' *input* (original) ids: draws
+    are keyed by them, so any process and any partitioning of the same graph samples the
+    same edges for the same seed.
     """
     keys = node_keys(seed, key_ids, salt)
-    seed_idx, pos = sample_etype(indptr, seeds_local, keys, fanout, replace, weights, excluded)
-    return [seed_idx, np.asarray(indices[pos]), pos]
+    seed_idx, pos = sample_etype(indptr, seeds_local, keys, fanout, replace, weights, excluded,
+                                 eids)
+    ids = pos if eids is None else np.asarray(eids[pos], dtype=np.int64)
+    return [seed_idx, np.asarray(indices[pos], dtype=np.int64), ids]

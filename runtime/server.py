@@ -3,9 +3,9 @@
 One main server per machine loads the partition into shared memory (``ShmArena``); backup
 servers map the same memory. Each server binds one ROUTER socket on its machine's data address
 (never every interface) and serves: handshake, pull/push rows of named tensors, create/delete
-tensors, degrees, find_edges, neighbour sampling, barrier, stats, shutdown. A server exits when
-asked, on SIGTERM/SIGINT, or when every client that connected has gone; the main server then
-removes the job's shared memory of its machine.
+tensors, in/out degrees, find_edges, neighbour sampling (in- and out-edges), barrier, stats,
+shutdown. A server exits when asked, on SIGTERM/SIGINT, or when every client that connected
+has gone; the main server then removes the job's shared memory of its machine.
 
 Run directly for tests or by hand: ``python -m runtime.server`` reads the env contract.
 """
@@ -52,8 +52,12 @@ class _Stream:
 
 
 def graph_tensor(etype: str, what: str) -> str:
-    """Shared-array name of a part's CSC component (``indptr`` or ``indices``) of ``etype``."""
+    """Shared-array name of a part's graph component of ``etype``: ``indptr`` or ``indices`` of
+    the CSC, ``out_indptr``, ``out_indices`` or ``out_eids`` of the out-CSR."""
     return f"graph:{etype}:{what}"
+
+
+OUT_CSR = ("out_indptr", "out_indices", "out_eids")
 
 
 def orig_tensor(ntype: str) -> str:
@@ -74,6 +78,9 @@ def load_into_shm(arena: ShmArena, config: dict[str, Any], machine_id: int) -> d
         indptr, indices = part.csc(etype)
         for what, arr in (("indptr", indptr), ("indices", indices)):
             arena.put(graph_tensor(etype, what), np.asarray(arr))
+        if part.has_out_edges:
+            for what, arr in zip(OUT_CSR, part.csr(etype), strict=True):
+                arena.put(graph_tensor(etype, what), np.asarray(arr))
     for key, arr in part.node_feats().items():
         ntype = key.split("/", 1)[0]
         arena.put(key, np.asarray(arr))
@@ -116,6 +123,7 @@ class GraphServer:
         self.running = True
         self.armed = False
         self.csc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.csr: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     # --- set-up ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -129,11 +137,15 @@ class GraphServer:
         for name, meta in manifest["tensors"].items():
             self.tensors[name] = self.arena.attach(name)
             self.policies[name] = meta["policy"]
+        has_out = "csr" in self.config[f"part-{self.env.machine_id}"]
         for etype in self.config["etypes"]:
             self.csc[etype] = (
                 self.arena.attach(graph_tensor(etype, "indptr"), writable=False),
                 self.arena.attach(graph_tensor(etype, "indices"), writable=False),
             )
+            if has_out:
+                self.csr[etype] = tuple(  # type: ignore[assignment]
+                    self.arena.attach(graph_tensor(etype, w), writable=False) for w in OUT_CSR)
 
     def serve(self) -> None:
         """Bind, answer requests until shut down, then release everything."""
@@ -309,6 +321,21 @@ class GraphServer:
         ids = arrays[0]
         return {}, [np.asarray(indptr[ids + 1] - indptr[ids])]
 
+    def _out_csr(self, etype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        csr = self.csr.get(etype)
+        if csr is None:
+            raise DistError(
+                f"machine {self.env.machine_id} holds no out-edges of {etype!r}: the partition "
+                "was written with --no-out-edges",
+                hint="re-run 'dglctl partition' without --no-out-edges",
+            )
+        return csr
+
+    def _op_out_degrees(self, ident, header, arrays):
+        indptr = self._out_csr(header["etype"])[0]
+        ids = arrays[0]
+        return {}, [np.asarray(indptr[ids + 1] - indptr[ids], dtype=np.int64)]
+
     def _op_find_edges(self, ident, header, arrays):
         etype = header["etype"]
         indptr, indices = self.csc[etype]
@@ -321,23 +348,34 @@ class GraphServer:
         return {}, [src, self.book.map_to_homo_nid(dst_pt, dst_type)]
 
     def _op_sample(self, ident, header, arrays):
-        """Sample in-neighbours of local seeds for several edge types in one request.
+        """Sample neighbours of local seeds for several edge types in one request.
 
-        arrays: per edge type, local seeds and excluded CSC positions; reply per edge type:
-        seed index, homogeneous source id, CSC position.
+        ``edge_dir`` "in" (default): arrays per edge type are local seeds (destination type)
+        and excluded CSC positions; the reply per edge type is seed index, homogeneous source
+        id, CSC position. "out": local seeds (source type) and excluded homogeneous edge ids;
+        the reply is seed index, homogeneous destination id, homogeneous edge id.
         """
         out = []
         prob = header.get("prob")
+        edge_dir = header.get("edge_dir", "in")
+        if edge_dir not in ("in", "out"):
+            raise DistError(f"edge_dir must be 'in' or 'out', got {edge_dir!r}")
+        if edge_dir == "out" and prob:
+            raise DistError("prob= is not supported with edge_dir='out'")
         for i, etype in enumerate(header["etypes"]):
-            indptr, indices = self.csc[etype]
             seeds, excluded = arrays[2 * i], arrays[2 * i + 1]
-            dst_type = parse_etype_key(etype)[2]
-            key_ids = self._tensor(orig_tensor(dst_type))[seeds]
+            if edge_dir == "out":
+                indptr, indices, eids = self._out_csr(etype)
+                seed_type = parse_etype_key(etype)[0]
+            else:
+                (indptr, indices), eids = self.csc[etype], None
+                seed_type = parse_etype_key(etype)[2]
+            key_ids = self._tensor(orig_tensor(seed_type))[seeds]
             weights = self._tensor(f"{etype}/{prob}") if prob else None
             out += sample_on_part(indptr, indices, seeds, key_ids, int(header["salts"][i]),
                                   int(header["fanouts"][i]), bool(header.get("replace")),
                                   int(header["seed"]), weights,
-                                  excluded if len(excluded) else None)
+                                  excluded if len(excluded) else None, eids)
         return {}, out
 
     def _op_sparse_update(self, ident, header, arrays):

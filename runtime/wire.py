@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import DistError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: pulls streamed in pieces, out-edge sampling and degrees
 
 
 def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ...] = ()) -> list:

@@ -108,12 +108,15 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--trainers-per-machine", type=int, default=1, show_default=True,
               help="Split each part further into this many trainer pieces (stores trainer_id).")
+@click.option("--out-edges/--no-out-edges", default=True, show_default=True,
+              help="Also store each part's out-edges (grouped by source), which edge_dir='out' "
+                   "sampling and out_degrees need; --no-out-edges saves their time and disk.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing partition folder.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the written config as JSON.")
 @click.pass_obj
 def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name, num_parts, out,
               method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
-              seed, trainers_per_machine, overwrite, json_mode):
+              seed, trainers_per_machine, out_edges, overwrite, json_mode):
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
     Nodes are relabeled so every part owns one contiguous id range per type (DGL's scheme);
@@ -144,7 +147,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name,
         graph, name, num_parts, out, method=method, halo_hops=halo_hops,
         balance_train=balance_train, balance_ntypes=balance_ntypes, balance_edges=balance_edges,
         objtype=objtype, imbalance=imbalance, seed=seed,
-        trainers_per_machine=trainers_per_machine, overwrite=overwrite, reporter=progress,
+        trainers_per_machine=trainers_per_machine, out_edges=out_edges, overwrite=overwrite,
+        reporter=progress,
     )
     display.result(format_report(config))
     display.result(f"\nwrote {config['_path']}")

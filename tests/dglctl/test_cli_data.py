@@ -86,6 +86,21 @@ def test_partition_chunked_hetero(tmp_path, capsys):
     assert len(cfg["etypes"]) == 3
 
 
+def test_partition_out_edges_option(tmp_path, capsys):
+    npz = tmp_path / "g.npz"
+    write_npz(community_graph(n=300), npz)
+    for flag, has in (([], True), (["--no-out-edges"], False), (["--out-edges"], True)):
+        out = tmp_path / f"p{len(flag)}{has}"
+        code, _, err = run(["partition", "--input", str(npz), "--num-parts", "2",
+                            "--out", str(out), *flag], capsys)
+        assert code == 0, err
+        cfg = read_config(out)
+        assert all(("csr" in cfg[f"part-{p}"]) == has for p in range(2)), flag
+        assert any("_out_eids.npy" in f for f in cfg["files"]) == has
+        code, _, err = run(["inspect", str(out)], capsys)  # out-CSR files carry checksums too
+        assert code == 0, err
+
+
 def test_generate_hetero_then_partition(tmp_path, capsys):
     out_dir = tmp_path / "h"
     code, _, err = run(["generate", "--hetero", "--nodes", "900", "--avg-degree", "6",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from partitioner import load_partition, load_partition_book, partition_graph
-from partitioner.errors import OutputExistsError, PartitionOptionError
+from partitioner.errors import OutEdgesMissing, OutputExistsError, PartitionOptionError
 from partitioner.format import read_config
 from partitioner.graph import etype_key
 from partitioner.loader import load_orig_ids
@@ -60,6 +60,7 @@ def _check_invariants(graph, cfg, halo_hops):
         assert np.all(book.nid2partid(np.arange(lo, hi)) == p)
         s, d, eids, _ = part.inner_edges()
         edge_seen[eids] += 1
+        _check_out_edges(part, book, src_new, dst_new)
         # Stored edges are the input edges, and inner means destination owned.
         assert np.array_equal(s, src_new[eids]) and np.array_equal(d, dst_new[eids])
         assert np.all((d >= lo) & (d < hi))
@@ -101,6 +102,34 @@ def _check_invariants(graph, cfg, halo_hops):
         assert np.array_equal(np.sort(orig_n[t]), np.arange(n))
 
 
+def _check_out_edges(part, book, src_new, dst_new):
+    """The out-CSR holds exactly the edges whose source the part owns, with the CSC's edge ids,
+    and within one source they are in input (destination, edge id) order."""
+    cfg, p = part.config, part.part_id
+    lo, hi = part.owned_range
+    orig_n, orig_e = load_orig_ids(cfg)
+    for key in cfg["etypes"]:
+        et = tuple(key.split(":"))
+        indptr, dst, eids = (np.asarray(a) for a in part.csr(key))
+        owned = book.partid2nids(p, et[0])
+        assert len(indptr) == len(owned) + 1 and indptr[0] == 0 and indptr[-1] == len(eids)
+        src = book.map_to_homo_nid(np.repeat(owned, np.diff(indptr)), et[0])
+        np.testing.assert_array_equal(src_new[eids], src)
+        np.testing.assert_array_equal(dst_new[eids], dst)
+        np.testing.assert_array_equal(part.out_degrees(key), np.diff(indptr))
+        # Exactly this type's edges with an owned source: compare with the edge map.
+        e_lo, e_hi = book.edges.ranges[:, book.edges.type_index(key)].T
+        of_type = np.concatenate([np.arange(a, b) for a, b in zip(e_lo, e_hi, strict=True)])
+        mine = of_type[(src_new[of_type] >= lo) & (src_new[of_type] < hi)]
+        np.testing.assert_array_equal(np.sort(eids), mine)
+        # Canonical order inside a row: (input destination id, input edge id).
+        dst_pt = book.map_to_per_ntype(dst)[1]
+        row = np.repeat(np.arange(len(owned)), np.diff(indptr))
+        keys = np.lexsort((orig_e[et][book.map_to_per_etype(eids)[1]],
+                           orig_n[et[2]][dst_pt], row))
+        np.testing.assert_array_equal(keys, np.arange(len(eids)))
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("halo_hops", [0, 1, 2])
 def test_homogeneous_invariants(tmp_path, method, halo_hops):
@@ -140,6 +169,35 @@ def test_same_seed_same_output(tmp_path):
     b = partition_graph(g, "g", 3, tmp_path / "b", seed=7)
     assert a["files"] == b["files"]  # same bytes, by checksum
     assert a["node_map"] == b["node_map"]
+
+
+def test_without_out_edges(tmp_path):
+    g = hetero_graph()
+    with_out = partition_graph(g, "h", 2, tmp_path / "a")
+    cfg = partition_graph(g, "h", 2, tmp_path / "b", out_edges=False)
+    assert "csr" not in cfg["part-0"] and not any("_out_" in f for f in cfg["files"])
+    # Everything else is the same bytes.
+    assert cfg["files"] == {k: v for k, v in with_out["files"].items() if "_out_" not in k}
+    part = load_partition(read_config(tmp_path / "b"), 1)
+    assert not part.has_out_edges
+    with pytest.raises(OutEdgesMissing, match="--no-out-edges") as err:
+        part.csr("paper:cites:paper")
+    assert "without --no-out-edges" in err.value.hint
+    with pytest.raises(OutEdgesMissing):
+        part.out_degrees("paper:cites:paper")
+
+
+def test_out_degrees_match_the_input(tmp_path):
+    g = hetero_graph()
+    partition_graph(g, "h", 2, tmp_path / "o")
+    cfg = read_config(tmp_path / "o")
+    orig_n, _ = load_orig_ids(cfg)
+    book = load_partition_book(cfg)
+    for et, (s, _) in g.edges.items():
+        want = np.bincount(s, minlength=g.num_nodes[et[0]])
+        got = np.concatenate([load_partition(cfg, p).out_degrees(etype_key(et)) for p in range(2)])
+        assert book.num_nodes(et[0]) == len(got)
+        np.testing.assert_array_equal(got, want[orig_n[et[0]]])
 
 
 def test_trainers_per_machine(tmp_path):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +80,27 @@ class Cluster:
                     env=self.env("server", m, server_id=k), cwd=REPO, start_new_session=True,
                 ))
 
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until every server answers the handshake (as the launcher's readiness probe)."""
+        from runtime.client import ServerPool
+        from runtime.errors import DistError
+        from runtime.ip_config import read_ip_config
+
+        pool = ServerPool(read_ip_config(self.ip_config), self.num_servers, self.token,
+                          self.timeout, client_name="probe", keeps_server=False)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    pool.connect()
+                    return
+                except DistError:
+                    if time.monotonic() > deadline or any(p.poll() is not None
+                                                          for p in self.procs):
+                        raise
+        finally:
+            pool.close()
+
     def kill_machine(self, machine_id: int) -> None:
         for p in self.procs[machine_id * self.num_servers:(machine_id + 1) * self.num_servers]:
             os.killpg(p.pid, signal.SIGKILL)
@@ -102,18 +126,19 @@ def two_part_graph(tmp_path_factory):
     return g, out / "g.json"
 
 
-@pytest.fixture
-def cluster(two_part_graph, tmp_path):
-    _, cfg = two_part_graph
+@contextlib.contextmanager
+def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2) -> Iterator[Cluster]:
+    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2, stopped and checked after."""
     ips = ["127.0.0.1", "127.0.0.2"]
-    num_servers = 2
     base = free_port_range(ips, num_servers)
     ip_config = tmp_path / "ip_config.txt"
     write_ip_config(ip_config, [(ip, base) for ip in ips])
     c = Cluster(cfg, ip_config, ips, num_servers)
     c.start_servers()
-    yield c
-    c.stop()
+    try:
+        yield c
+    finally:
+        c.stop()
     for p in c.procs:
         assert p.poll() is not None, "a server process survived the test"
     # A SIGKILLed main server cannot clean up: that is the launcher's job (dglctl stop).
@@ -122,6 +147,13 @@ def cluster(two_part_graph, tmp_path):
     for m in range(len(ips)):
         ShmArena(c.job_id, m).cleanup()
     assert job_files(c.job_id) == []
+
+
+@pytest.fixture
+def cluster(two_part_graph, tmp_path):
+    _, cfg = two_part_graph
+    with running_cluster(cfg, tmp_path) as c:
+        yield c
 
 
 @pytest.fixture
