@@ -153,6 +153,22 @@ def retained_heap() -> Iterator[None]:
                 libc.malloc_trim(0)
 
 
+def retain_freed_memory(limit: int = 256 << 20) -> None:
+    """For the rest of the process, keep up to ``limit`` bytes of freed heap for reuse.
+
+    glibc hands the top of the heap back to the kernel once more than a few MB of it are
+    free (its dynamic trim threshold), so a process that repeatedly allocates and frees
+    arrays of a few MB page-faults them in again each time. A graph server does exactly that
+    with its reply pieces; with this setting a 10k x 128 float32 pull took 3.6-3.9 ms instead
+    of 4.6-4.9 ms. Allocations up to 32 MB come from the heap; larger ones keep using mmap.
+    A no-op off glibc.
+    """
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, int(limit))
+
+
 def release_free_memory() -> None:
     """Hand the heap's free memory back to the kernel now (glibc only; a no-op elsewhere)."""
     libc = _glibc()
