@@ -388,21 +388,28 @@ class DistGraph:
 
     def sparse_update(self, kind: str, weight: str, states: list[str], policy: str,
                       ids: np.ndarray, grads: np.ndarray, params: dict) -> None:
-        """Send row gradients to the machines owning the rows; each applies the update."""
+        """Send row gradients to the machines owning the rows; each applies the update.
+
+        Every update to a machine's rows is applied by that machine's main server, local rows
+        included: a row's optimizer step reads and writes its weight and state, so two
+        processes applying steps to the same rows at once (two trainers of a host, or a
+        trainer and a backup server) could lose one of them. One applier per machine keeps
+        every step. Standalone mode has one process and applies them in place.
+        """
         from .sparse_update import apply_update
 
         rmap, typ = self._rmap(policy)
-        reqs = []
-        for m, sel, local in self._by_owner(np.asarray(ids, np.int64), rmap, typ):
-            rows = np.ascontiguousarray(grads[sel])
-            if m == self.machine_id:
-                apply_update(kind, self._local_tensor(weight),
-                             [self._local_tensor(n) for n in states], local, rows, params)
-            else:
-                pool = self._ctx.pool
-                reqs.append(Request(m, pool.pick(m), {"op": "sparse_update", "kind": kind,
-                                                      "weight": weight, "states": states,
-                                                      "params": params}, [local, rows]))
+        ids = np.asarray(ids, np.int64)
+        if self._ctx.standalone:
+            apply_update(kind, self._local_tensor(weight),
+                         [self._local_tensor(n) for n in states], ids, grads, params)
+            return
+        reqs = [
+            Request(m, 0, {"op": "sparse_update", "kind": kind, "weight": weight,
+                           "states": states, "params": params},
+                    [local, np.ascontiguousarray(grads[sel])])
+            for m, sel, local in self._by_owner(ids, rmap, typ)
+        ]
         if reqs:
             self._ctx.pool.call_many(reqs)
 

@@ -148,14 +148,25 @@ def test_two_trainers_barrier_and_shared_pushes(cluster):
         target = torch.ones(g.num_nodes(), 3)
         rng = np.random.default_rng(rank)
         first = None
-        for step in range(40):
+        for step in range(80):
             ids = rng.integers(0, g.num_nodes(), 64)
             loss = ((emb(ids) - target[ids]) ** 2).mean()
             opt.zero_grad(); loss.backward(); opt.step()
             first = first if first is not None else loss.item()
         g.barrier()
         final = ((emb.weight[np.arange(g.num_nodes())] - 1) ** 2).mean().item()
-        assert final < 0.6 * first, (first, final)
+        assert final < 0.5 * first, (first, final)
+        # No optimizer step is lost: every row's Adagrad sum of squares counts each step of
+        # both trainers (each machine's main server applies them all, local rows included).
+        from runtime.optim import SparseAdagrad
+        acc = DistEmbedding(g.num_nodes(), 4, name="acc")
+        opt = SparseAdagrad([acc], lr=0.01)
+        every = np.arange(g.num_nodes())
+        for step in range(60):
+            opt.zero_grad(); acc(every).sum().backward(); opt.step()
+        g.barrier()
+        sums = g.pull("acc:adagrad:0", "node:_N", every, (4,), np.float32)
+        assert (sums == 120).all(), np.unique(sums)
         print("ok", rank)
     """)
     procs = []
