@@ -266,6 +266,62 @@ def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
         f"cpu_busy_pct_{k}_servers": float(np.mean(v)) for k, v in busy.items()}
 
 
+def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, float]:
+    """DGL's distributed set-up of REFERENCE.md's figures: 2 machines, one server and one
+    trainer each, both trainers working at once. Sampling [10, 25] on batches of 1000 seeds,
+    then pulls of 10k random rows of all nodes (a pull mixes local and remote rows, as
+    DGL's figure does); seeds/s and GB/s summed over the two trainers."""
+    servers = Servers(p2, 1, work)
+    outs = [work / f"dgl_setup_{m}.json" for m in range(2)]
+    start = time.time() + 8.0  # both trainers start each phase at the same moment
+    try:
+        trainers = [subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+             "import bench.runtime_bench as b; "
+             "b.trainer_dgl_setup(Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))",
+             str(REPO), str(out), str(start), str(seconds)],
+            env=servers.env("trainer", m)) for m, out in enumerate(outs)]
+        for t in trainers:
+            if t.wait(300) != 0:
+                raise RuntimeError("a DGL-set-up trainer failed (see its output above)")
+    finally:
+        servers.stop()
+    got = [json.loads(o.read_text()) for o in outs]
+    return {"two_trainers_seeds_s": sum(g["seeds_s"] for g in got),
+            "two_trainers_edges_s": sum(g["edges_s"] for g in got),
+            "two_trainers_pull_gbs": sum(g["pull_gbs"] for g in got)}
+
+
+def trainer_dgl_setup(out: Path, start: float, seconds: float) -> None:
+    """Entry of measure_dgl_setup's trainers (env contract already set by the parent)."""
+    import runtime.dist_graph as dg
+    from runtime.neighbor_sampler import NeighborSampler
+
+    dg.initialize()
+    g = dg.DistGraph("bench")
+    rng = np.random.default_rng(os.getpid())
+    n = g.num_nodes()
+    sampler = NeighborSampler([10, 25])
+    feat = g.ndata["feat"]
+    time.sleep(max(0.0, start - time.time()))
+    seeds = edges = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        blocks = sampler.sample_blocks(rng.choice(n, 1000, replace=False), g)
+        seeds += 1000
+        edges += sum(b.num_edges() for b in blocks)
+    t_sample = time.perf_counter() - t0
+    time.sleep(max(0.0, start + seconds + 1.0 - time.time()))
+    nbytes = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        nbytes += feat[rng.choice(n, 10_000)].numel() * 4
+    t_pull = time.perf_counter() - t0
+    out.write_text(json.dumps({"seeds_s": seeds / t_sample, "edges_s": edges / t_sample,
+                               "pull_gbs": nbytes / t_pull / 1e9}))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1_000_000)
@@ -288,6 +344,7 @@ def main() -> int:
           f"{time.perf_counter() - t0:.0f}s)", flush=True)
     results = measure_sampling_and_pull(parts[1], parts[2], work, args.nodes, args.repeat)
     results.update(measure_server_scaling(parts[2], work))
+    results.update(measure_dgl_setup(parts[2], work))
 
     print(f"sampling [10,25], 1000 seeds: local {results['local_seeds_s']:,.0f} seeds/s "
           f"({results['local_edges_s'] / 1e6:.2f}M edges/s); through servers "
@@ -306,6 +363,12 @@ def main() -> int:
           f"{results['rows_s_2_servers'] / results['rows_s_1_servers']:.2f} (goal > 1); machine CPU "
           f"busy {results['cpu_busy_pct_1_servers']:.0f}% with 1 server, "
           f"{results['cpu_busy_pct_2_servers']:.0f}% with 2 ({os.cpu_count()} cores)")
+    print(f"DGL's set-up (2 machines, 1 server + 1 trainer each, both trainers at once): "
+          f"sampling {results['two_trainers_seeds_s']:,.0f} seeds/s vs DGL 1.1.3 "
+          f"{DGL['sampling_seeds_s']:,} ({results['two_trainers_seeds_s'] / DGL['sampling_seeds_s']:.2f}x, "
+          f"aim >= 1.5x); pull of 10k random rows {results['two_trainers_pull_gbs']:.2f} GB/s vs "
+          f"DGL {DGL['pull_gbs']} ({results['two_trainers_pull_gbs'] / DGL['pull_gbs']:.2f}x, aim "
+          ">= 1.5x); DGL's figures are REFERENCE.md's, not measured in this run")
     if args.json:
         print(json.dumps(results))
     return 0
