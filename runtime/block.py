@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import kernels
+
 NID = "_ID"
 EID = "_ID"
 
@@ -203,8 +205,9 @@ class Block:
 class _IdMap:
     """Relabels ids in ``[0, n)`` to 0..k-1 in order of first appearance, in O(len) time.
 
-    Keeps one scratch array per node type (``-1`` everywhere between calls), which beats
-    sorting (np.unique) several times over on the ~10^5 ids of a sampled block.
+    Keeps one scratch array per node type (``EMPTY`` everywhere between calls), which beats
+    sorting (np.unique) several times over on the ~10^5 ids of a sampled block; the pass is
+    a compiled loop (``runtime.kernels``).
     """
 
     _scratch: dict[tuple[str, int], np.ndarray] = {}
@@ -216,15 +219,7 @@ class _IdMap:
         mark = cls._scratch.get((ntype, n))
         if mark is None:
             mark = cls._scratch[(ntype, n)] = np.full(n, cls.EMPTY, np.int64)
-        pos = np.arange(len(ids), dtype=np.int64)
-        # The smallest position of each id wins: that is its first appearance.
-        np.minimum.at(mark, ids, pos)
-        first = mark[ids] == pos
-        uniq = ids[first]
-        mark[uniq] = np.arange(len(uniq), dtype=np.int64)
-        local = mark[ids]
-        mark[uniq] = cls.EMPTY
-        return uniq, local
+        return kernels.relabel_first_seen(mark, np.ascontiguousarray(ids, np.int64), cls.EMPTY)
 
 
 def to_block(

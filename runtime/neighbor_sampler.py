@@ -126,7 +126,9 @@ def sample_neighbors(
                 results[et].append(_finish(book, m, e, et, sel_ids, s_idx, nbr, ids, out_dir))
     out = {}
     for et, chunks in results.items():
-        if chunks:
+        if len(chunks) == 1:
+            out[et] = chunks[0]
+        elif chunks:
             out[et] = tuple(np.concatenate([c[i] for c in chunks]) for i in range(3))
         else:
             empty = np.empty(0, np.int64)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
+
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -83,6 +85,14 @@ def sample_etype(
         draws = uniform(keys[has, None], np.arange(fanout)[None, :])
         off = (draws * deg[has, None]).astype(np.int64)
         return np.repeat(has, fanout), (start[has, None] + off).reshape(-1)
+    return kernels.sample_uniform(start, deg, keys, int(fanout))
+
+
+def sample_uniform_numpy(
+    start: np.ndarray, deg: np.ndarray, keys: np.ndarray, fanout: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy reference of ``kernels.sample_uniform`` (Floyd's draws for all seeds at once;
+    the only Python loop is over the fanout). Kept to test the compiled kernel against."""
     big = np.flatnonzero(deg > fanout)
     if len(big) == 0:
         return _all_edges(start, deg)

@@ -120,3 +120,33 @@ def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
     a = _orig_edges(g_one.config, sample_neighbors(g_one, inv_one[seeds_in], 6, seed=11))
     b = _orig_edges(g_two.config, sample_neighbors(g_two, inv_two[seeds_in], 6, seed=11))
     assert a == b and len(a) > 0
+
+
+@pytest.mark.parametrize("fanout", [0, 1, 5, 25])
+def test_compiled_sampler_equals_the_numpy_reference(fanout):
+    from runtime import kernels
+    from runtime.sampling import node_keys, sample_uniform_numpy
+
+    rng = np.random.default_rng(fanout)
+    deg = rng.integers(0, 3 * fanout + 3, 5000)  # below, at and above the fanout
+    deg[:3] = [0, fanout, fanout + 1]
+    start = rng.integers(0, 10**9, 5000)
+    keys = node_keys(7, rng.permutation(10**6)[:5000], salt=3)
+    got = kernels.sample_uniform(start, deg, keys, fanout)
+    want = sample_uniform_numpy(start, deg, keys, fanout)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert len(got[0]) == np.minimum(deg, fanout).sum()
+
+
+def test_compiled_relabel_keeps_first_appearance_order():
+    from runtime import kernels
+
+    ids = np.random.default_rng(0).integers(0, 500, 3000)
+    empty = np.iinfo(np.int64).max
+    mark = np.full(500, empty, np.int64)
+    uniq, local = kernels.relabel_first_seen(mark, ids, empty)
+    _, first = np.unique(ids, return_index=True)
+    np.testing.assert_array_equal(uniq, ids[np.sort(first)])
+    np.testing.assert_array_equal(uniq[local], ids)
+    assert (mark == empty).all()  # the scratch array is left clean
