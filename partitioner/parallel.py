@@ -153,20 +153,27 @@ def retained_heap() -> Iterator[None]:
                 libc.malloc_trim(0)
 
 
-def retain_freed_memory(limit: int = 256 << 20) -> None:
+def retain_freed_memory(limit: int = 256 << 20, large: bool = False) -> None:
     """For the rest of the process, keep up to ``limit`` bytes of freed heap for reuse.
 
     glibc hands the top of the heap back to the kernel once more than a few MB of it are
-    free (its dynamic trim threshold), so a process that repeatedly allocates and frees
-    arrays of a few MB page-faults them in again each time. A graph server does exactly that
-    with its reply pieces; with this setting a 10k x 128 float32 pull took 3.6-3.9 ms instead
-    of 4.6-4.9 ms. Allocations up to 32 MB come from the heap; larger ones keep using mmap.
-    A no-op off glibc.
+    free (its dynamic trim threshold), and serves every allocation above 32 MB with a fresh
+    mmap, so a process that repeatedly allocates and frees arrays page-faults them in again
+    each time; on the project's VMs a first-touched page is slow to provide. A graph server
+    does this with its reply pieces (a 10k x 128 float32 pull: 4.6-4.9 ms, 3.6-3.9 ms with
+    this setting); a trainer with each step's features and activations, tens of MB each
+    (fetching 118k x 128 float32 rows and one op on them: 45 ms, 23 ms with ``large``).
+
+    Allocations up to 32 MB come from the heap; with ``large``, all of them do (mmap off).
+    Set ``DGLCTL_RETAIN_FREED_MEMORY=0`` to keep glibc's defaults. A no-op off glibc.
     """
     libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-        libc.mallopt(_M_TRIM_THRESHOLD, int(limit))
+    if libc is None or os.environ.get("DGLCTL_RETAIN_FREED_MEMORY", "1") == "0":
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    if large:
+        libc.mallopt(_M_MMAP_MAX, 0)
+    libc.mallopt(_M_TRIM_THRESHOLD, int(limit))
 
 
 def release_free_memory() -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from partitioner.format import load_array, read_config
 from partitioner.graph import etype_key, parse_etype_key
 from partitioner.loader import check_out_edges, load_partition
+from partitioner.parallel import retain_freed_memory
 from partitioner.partition_book import RangePartitionBook
 
 from .client import Request, ServerPool
@@ -56,6 +57,13 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
     """
     global _context
     env = RuntimeEnv.from_environ()
+    if env is None or env.role != "server":
+        from . import kernels
+
+        kernels.warm_up()  # at start-up, not in the first sampling step
+        # Each step's features and activations (tens of MB) reuse freed heap instead of
+        # being page-faulted in again (see retain_freed_memory for the figures).
+        retain_freed_memory(1 << 30, large=True)
     if env is None:
         _context = RuntimeContext(env=None)
         _standalone_torch_env()

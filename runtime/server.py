@@ -29,7 +29,7 @@ from partitioner.loader import load_partition
 from partitioner.parallel import retain_freed_memory
 from partitioner.partition_book import RangePartitionBook
 
-from . import __version__
+from . import __version__, kernels
 from .env import RuntimeEnv
 from .errors import DistError
 from .ip_config import read_ip_config
@@ -410,6 +410,7 @@ class GraphServer:
 def run_server(env: RuntimeEnv) -> None:
     """Load, serve until shut down, clean up. Used by ``initialize`` in a server process."""
     retain_freed_memory()  # reply pieces reuse warm memory instead of faulting in new pages
+    kernels.warm_up()  # sampling kernels loaded before the first request, not during it
     server = GraphServer(env)
     server.load()
     server.serve()
