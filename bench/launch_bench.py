@@ -105,20 +105,25 @@ def ssh_cluster_file(path: Path, sshd, *, hosts: int = 2) -> Path:
 
 
 def leftovers(job_id: str, pgids: list[int]) -> list[str]:
-    """What of job ``job_id`` still exists: live process groups among ``pgids``, processes whose
-    environment carries the job id (found by reading /proc; nothing is signalled), and the
-    job's shared memory files."""
+    """What of job ``job_id`` still exists: running processes of the groups ``pgids``, processes
+    whose environment carries the job id (found by reading /proc; nothing is signalled), and
+    the job's shared memory files."""
     from runtime.shm import job_files
 
     left = []
-    for pgid in pgids:
+    # A process that has exited but is not reaped yet (a zombie: init reaps a detached job's
+    # process-group leaders, which took about 2 s on these VMs) no longer runs; any other
+    # member of the job's groups does.
+    groups = set(pgids)
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
         try:
-            os.killpg(pgid, 0)
-            left.append(f"process group {pgid}")
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            left.append(f"process group {pgid}")
+            fields = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in groups and fields[0] not in (b"Z", b"X"):
+            left.append(f"pid {d.name} (process group {int(fields[2])})")
     mark = f"DGLCTL_JOB_ID={job_id}\0".encode()
     for d in Path("/proc").iterdir():
         if d.name.isdigit() and int(d.name) != os.getpid():
