@@ -449,50 +449,37 @@ class DistGraph:
 
     def in_degrees(self, v=None, etype=None):
         """In-degree of nodes ``v`` (homogeneous/per-type ids of the edge type's destination)."""
-        import torch
-
         key = self._canonical(etype)
-        dst_type = parse_etype_key(key)[2]
-        if v is None:
-            v = np.arange(self.num_nodes(dst_type))
-        ids = np.asarray(v, dtype=np.int64).reshape(-1)
-        out = np.empty(len(ids), np.int64)
-        reqs, slots = [], []
-        for m, sel, local in self._by_owner(ids, self._book.nodes, dst_type):
-            if m == self.machine_id:
-                indptr = self._csc[key][0]
-                out[sel] = indptr[local + 1] - indptr[local]
-            else:
-                pool = self._ctx.pool
-                reqs.append(Request(m, pool.pick(m), {"op": "in_degrees", "etype": key}, [local]))
-                slots.append(sel)
-        if reqs:
-            for sel, (_, arrays) in zip(slots, self._ctx.pool.call_many(reqs), strict=True):
-                out[sel] = arrays[0]
-        return torch.from_numpy(out)
+        return self._degrees(v, key, parse_etype_key(key)[2], "in_degrees",
+                             lambda: self._csc[key][0])
 
     def out_degrees(self, u=None, etype=None):
         """Out-degree of nodes ``u`` (homogeneous/per-type ids of the edge type's source).
 
         Needs a partition written with out-edges (the default; not ``--no-out-edges``).
         """
+        key = self._canonical(etype)
+        check_out_edges(self.config)
+        return self._degrees(u, key, parse_etype_key(key)[0], "out_degrees",
+                             lambda: self._out_csr(key)[0])
+
+    def _degrees(self, nodes, key: str, ntype: str, op: str, local_indptr):
+        """Degrees of ``nodes`` of ``ntype`` (all when None): local ones from
+        ``local_indptr()``, the others by ``op`` to their machines, all sent at once."""
         import torch
 
-        key = self._canonical(etype)
-        src_type = parse_etype_key(key)[0]
-        check_out_edges(self.config)
-        if u is None:
-            u = np.arange(self.num_nodes(src_type))
-        ids = np.asarray(u, dtype=np.int64).reshape(-1)
+        if nodes is None:
+            nodes = np.arange(self.num_nodes(ntype))
+        ids = np.asarray(nodes, dtype=np.int64).reshape(-1)
         out = np.empty(len(ids), np.int64)
         reqs, slots = [], []
-        for m, sel, local in self._by_owner(ids, self._book.nodes, src_type):
+        for m, sel, local in self._by_owner(ids, self._book.nodes, ntype):
             if m == self.machine_id:
-                indptr = self._out_csr(key)[0]
+                indptr = local_indptr()
                 out[sel] = indptr[local + 1] - indptr[local]
             else:
                 pool = self._ctx.pool
-                reqs.append(Request(m, pool.pick(m), {"op": "out_degrees", "etype": key}, [local]))
+                reqs.append(Request(m, pool.pick(m), {"op": op, "etype": key}, [local]))
                 slots.append(sel)
         if reqs:
             for sel, (_, arrays) in zip(slots, self._ctx.pool.call_many(reqs), strict=True):
