@@ -238,17 +238,23 @@ class GraphServer:
         sock.send_multipart([ident, *frames], copy=False)
 
     def _send_stream(self, sock, ident: bytes, req_id: int, stream: _Stream) -> None:
-        """Reply with the gathered rows in pieces of about the bytes the client asked for, each
-        sent as soon as it is gathered: the next gather overlaps the transfer of the previous
-        piece and the client copies one piece while the next arrives."""
+        """Reply with the gathered rows in pieces of about the bytes the client asked for (the
+        first a quarter of that), each sent as soon as it is gathered: the next gather
+        overlaps the transfer of the previous piece and the client copies one piece while the
+        next arrives."""
         row_bytes = max(1, stream.arr[:1].nbytes)
         step = max(1, stream.piece_bytes // row_bytes)
         n = len(stream.ids)
-        chunks = max(1, -(-n // step))
+        # A small first piece starts the transfer sooner (until it arrives the client has
+        # nothing to do); with a full-size first piece the pull measured 1.12-1.39 GB/s, with a quarter
+        # 1.46-1.50 GB/s (same runs, alternating).
+        first = max(1, step // 4)
+        bounds = [0, *range(first, n, step), n] if n > first else [0, n]
+        chunks = len(bounds) - 1
         for c in range(chunks):
-            lo = c * step
+            lo, hi = bounds[c], bounds[c + 1]
             self._send(sock, ident, req_id, {"chunk": c, "chunks": chunks, "row0": lo},
-                       [stream.arr[stream.ids[lo:lo + step]]])
+                       [stream.arr[stream.ids[lo:hi]]])
 
     def _hello(self, ident: bytes, header: dict) -> tuple[dict, list]:
         if header.get("version") != PROTOCOL_VERSION:
