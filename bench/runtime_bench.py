@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.runtime.conftest import free_port_range as free_base  # noqa: E402
+from tests.runtime.conftest import terminate_groups  # noqa: E402
 
 DGL = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93, "epoch_s": 10.7}
 
@@ -63,15 +63,7 @@ class Servers:
                       for m in range(len(self.ips)) for k in range(num_servers)]
 
     def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+        terminate_groups(self.procs, grace=30)
 
 
 def timeit(fn, repeat: int) -> float:

@@ -49,6 +49,20 @@ def free_port_range(ips: list[str], count: int) -> int:
     raise RuntimeError("no free port range found")
 
 
+def terminate_groups(procs: list[subprocess.Popen], grace: float) -> None:
+    """SIGTERM each process's group (each leads its own), SIGKILL what is left after
+    ``grace`` seconds, and reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
+
+
 @dataclass
 class Cluster:
     """A job of real server processes, one 'machine' per loopback address."""
@@ -107,15 +121,7 @@ class Cluster:
             p.wait(5)
 
     def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(5)
+        terminate_groups(self.procs, grace=10)
 
 
 @pytest.fixture(scope="module")
