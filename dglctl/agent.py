@@ -121,23 +121,32 @@ def cmd_wrap(args: argparse.Namespace) -> int:
 
 def _alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (zombies waiting to be reaped do not)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _has_live_member(pgid)
+    return pgid in _live_groups([pgid])
 
 
-def _has_live_member(pgid: int) -> bool:
-    """A group whose processes have all exited still answers signal 0 until its zombies are
+def _live_groups(pgids) -> set[int]:
+    """The groups among ``pgids`` with a process that still runs, from one pass over /proc.
+
+    A group whose processes have all exited still answers signal 0 until its zombies are
     reaped; a detached job's wrappers are reaped by init, which took 2 s on the project's VMs
-    (and every stop waited for it). /proc tells the states; without /proc, assume alive."""
+    (and every stop waited for it). /proc tells the states; without /proc, signal 0 decides.
+    """
+    candidates = set()
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass
+        candidates.add(pgid)
+    if not candidates:
+        return candidates
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return True
+        return candidates
+    live = set()
     for d in entries:
         if not d.isdigit():
             continue
@@ -146,9 +155,10 @@ def _has_live_member(pgid: int) -> bool:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue  # exited while we looked
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+        group = int(fields[2])
+        if group in candidates and fields[0] not in (b"Z", b"X"):
+            live.add(group)
+    return live
 
 
 def _proc_stats(pid: int) -> dict[str, Any]:
@@ -206,18 +216,19 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + args.grace
-    while time.monotonic() < deadline and any(_alive(g) for g in procs.values()):
+    while time.monotonic() < deadline and _live_groups(procs.values()):
         time.sleep(0.05)
     killed = []
+    live = _live_groups(procs.values())
     for name, pgid in procs.items():
-        if _alive(pgid):
+        if pgid in live:
             try:
                 os.killpg(pgid, signal.SIGKILL)
                 killed.append(name)
             except ProcessLookupError:
                 pass
     t_end = time.monotonic() + 5
-    while time.monotonic() < t_end and any(_alive(g) for g in procs.values()):
+    while time.monotonic() < t_end and _live_groups(procs.values()):
         time.sleep(0.05)
     from runtime.shm import job_files
 
@@ -225,7 +236,8 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     for f in job_files(args.job):
         f.unlink(missing_ok=True)
         removed += 1
-    survivors = [n for n, g in procs.items() if _alive(g)]
+    live = _live_groups(procs.values())
+    survivors = [n for n, g in procs.items() if g in live]
     return {"terminated": signalled, "killed": killed, "shm_removed": removed,
             "survivors": survivors, "states": {n: _state(job, n, g) for n, g in procs.items()}}
 
