@@ -22,6 +22,7 @@ from partitioner.loader import check_out_edges, load_partition
 from partitioner.parallel import retain_freed_memory
 from partitioner.partition_book import RangePartitionBook
 
+from . import kernels
 from .client import Request, ServerPool
 from .env import RuntimeEnv
 from .errors import DistError
@@ -124,7 +125,7 @@ def _scatter_into(out: np.ndarray, sel):
             out[row0:row0 + len(rows)] = rows
     else:
         def sink(row0: int, rows: np.ndarray) -> None:
-            out[sel[row0:row0 + len(rows)]] = rows
+            kernels.copy_rows(rows, out, dst_ids=sel[row0:row0 + len(rows)])
     return sink
 
 
@@ -326,8 +327,11 @@ class DistGraph:
         """Group per-type ``ids`` by owner machine: yields (machine, positions, local rows)."""
         t = rmap.type_index(tname)
         if len(ids):
-            # Fast path (the common local-rows case): every id inside one part's range.
             lo, hi = int(ids.min()), int(ids.max())
+            total = int(rmap.typed_start[rmap.num_parts, t])
+            if lo < 0 or hi >= total:
+                raise DistError(f"{tname!r} id {lo if lo < 0 else hi} is outside [0, {total})")
+            # Fast path (the common local-rows case): every id inside one part's range.
             m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
             if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t]:
                 yield m, slice(None), ids - rmap.typed_start[m, t]
@@ -351,7 +355,7 @@ class DistGraph:
         rmap, typ = self._rmap(policy)
         groups = list(self._by_owner(ids, rmap, typ))
         if len(groups) == 1 and groups[0][0] == self.machine_id:
-            return self._local_tensor(name)[groups[0][2]]  # all local: one gather, no copy
+            return kernels.gather_rows(self._local_tensor(name), groups[0][2])  # all local
         out = np.empty((len(ids), *row_shape), dtype)
         reqs = []
         local_part = None
@@ -368,10 +372,12 @@ class DistGraph:
         if reqs:
             replies = self._ctx.pool.send_many(reqs)
             if local_part is not None:  # local rows while the remote ones are in flight
-                out[local_part[0]] = self._local_tensor(name)[local_part[1]]
+                sel, local = local_part
+                kernels.copy_rows(self._local_tensor(name), out, src_ids=local, dst_ids=sel)
             replies.collect()
         elif local_part is not None:
-            out[local_part[0]] = self._local_tensor(name)[local_part[1]]
+            sel, local = local_part
+            kernels.copy_rows(self._local_tensor(name), out, src_ids=local, dst_ids=sel)
         return out
 
     def push(self, name: str, policy: str, ids: np.ndarray, data: np.ndarray, mode: str) -> None:

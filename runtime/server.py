@@ -254,7 +254,7 @@ class GraphServer:
         for c in range(chunks):
             lo, hi = bounds[c], bounds[c + 1]
             self._send(sock, ident, req_id, {"chunk": c, "chunks": chunks, "row0": lo},
-                       [stream.arr[stream.ids[lo:hi]]])
+                       [kernels.gather_rows(stream.arr, stream.ids[lo:hi])])
 
     def _hello(self, ident: bytes, header: dict) -> tuple[dict, list]:
         if header.get("version") != PROTOCOL_VERSION:
@@ -288,7 +288,7 @@ class GraphServer:
             raise DistError(f"row ids of {header['name']!r} outside [0, {len(arr)}) on machine "
                             f"{self.env.machine_id}")
         if not header.get("stream"):
-            return {}, [arr[ids]]
+            return {}, [kernels.gather_rows(arr, ids)]
         return _Stream(arr, ids, int(header["stream"]))
 
     def _op_push(self, ident, header, arrays):

@@ -61,6 +61,18 @@ def test_pull_of_rows_outside_the_tensor_is_refused(cluster):
         pool.close()
 
 
+@pytest.mark.parametrize("bad", [-1, 600, 10**9])
+def test_ids_outside_the_graph_are_an_error_not_garbage(trainer, bad):
+    """An id past the last node used to come back as uninitialised memory (no machine owns
+    it) and a negative one as another row (numpy's wrap-around)."""
+    g = trainer.DistGraph("g")
+    for ids in ([bad], [0, bad], [599, bad, 3]):  # alone, mixed with local and remote ids
+        with pytest.raises(trainer.DistError, match=rf"'_N' id {bad} is outside \[0, 600\)"):
+            g.ndata["feat"][ids]
+        with pytest.raises(trainer.DistError, match=rf"id {bad} is outside"):
+            g.ndata["feat"][ids] = 0.0
+
+
 def test_push_is_seen_by_another_client(trainer, cluster):
     g = trainer.DistGraph("g")
     feat = g.ndata["feat"]
