@@ -6,7 +6,8 @@ measured in the same run (the machine is shared and noisy: compare the ratios).
   2. remote feature pull, 10,000 random rows x 128 float32 from the other machine, against a
      bare pyzmq DEALER/ROUTER round trip of the same bytes (goal: >= 0.5x);
   3. local rows against numpy fancy indexing of the same shared array (goal: within 20%);
-  4. 4 client processes pulling remote rows with 1 vs 2 servers per machine (goal: 2 > 1).
+  4. 4 client processes sampling from (and pulling rows of) the other machine with 1 vs 2
+     servers per machine (goal: 2 > 1).
 Figures from DGL 1.1.3 on this machine (REFERENCE.md) are printed beside ours.
 """
 
@@ -220,19 +221,23 @@ def _cpu_busy() -> tuple[int, int]:
 
 
 def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
-                           seconds: float = 6.0) -> dict[str, float]:
-    """Figure 4: 4 client processes pulling remote rows with 1 vs 2 servers per machine.
+                           seconds: float = 6.0, load: str = "pull") -> dict[str, float]:
+    """Figure 4: 4 client processes loading the other machine's servers, 1 vs 2 servers per
+    machine. ``load`` is ``"pull"`` (10k random rows per request, rows/s) or ``"sample"``
+    (one-hop sampling of 1000 seeds with fanout 25 per request, seeds/s).
 
     The configurations alternate (1, 2, 2, 1) so drifting noise lands on both; each round's
-    rows/s is summed over the clients and averaged per configuration. The machine's CPU
-    use during the rounds is recorded too: with every core busy, a second server has no core
-    to run on, which is what 2 cores show.
+    rate is summed over the clients and averaged per configuration. The machine's CPU use
+    during the rounds is recorded too: with every core busy, a second server has no core to
+    run on. A pull costs the client about as much CPU as the server (receive and copy vs
+    gather and send), so on 2 cores 4 pulling clients leave a second server nothing to run
+    on; sampling is the server's work, and the clients mostly wait.
     """
-    rows: dict[int, list[float]] = {1: [], 2: []}
+    rates: dict[int, list[float]] = {1: [], 2: []}
     busy: dict[int, list[float]] = {1: [], 2: []}
     for r, num_servers in enumerate(rounds):
         servers = Servers(p2, num_servers, work)
-        outs = [work / f"load{num_servers}_{r}_{i}.txt" for i in range(4)]
+        outs = [work / f"{load}{num_servers}_{r}_{i}.txt" for i in range(4)]
         try:
             clients = []
             for out in outs:
@@ -242,20 +247,22 @@ def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
                      "import sys,json; sys.path.insert(0, sys.argv[1]); "
                      "from pathlib import Path; import bench.runtime_bench as b; "
                      "b.client_load_env(int(sys.argv[2]), Path(sys.argv[3]), "
-                     "seconds=float(sys.argv[4]))",
-                     str(REPO), "1", str(out), str(seconds)], env=env))
+                     "seconds=float(sys.argv[4]), load=sys.argv[5])",
+                     str(REPO), "1", str(out), str(seconds), load], env=env))
             time.sleep(seconds / 2)  # the clients' start-up is not part of the load
             b0, t0 = _cpu_busy()
             time.sleep(seconds / 3)
             b1, t1 = _cpu_busy()
             for c in clients:
-                c.wait(300)
-            rows[num_servers].append(sum(float(o.read_text()) for o in outs))
+                if c.wait(300) != 0:
+                    raise RuntimeError("a load client failed (see its output above)")
+            rates[num_servers].append(sum(float(o.read_text()) for o in outs))
             busy[num_servers].append(100.0 * (b1 - b0) / max(1, t1 - t0))
         finally:
             servers.stop()
-    return {f"rows_s_{k}_servers": float(np.mean(v)) for k, v in rows.items()} | {
-        f"cpu_busy_pct_{k}_servers": float(np.mean(v)) for k, v in busy.items()}
+    unit = "rows_s" if load == "pull" else "seeds_s"
+    return {f"{unit}_{k}_servers": float(np.mean(v)) for k, v in rates.items()} | {
+        f"cpu_busy_pct_{load}_{k}_servers": float(np.mean(v)) for k, v in busy.items()}
 
 
 def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, float]:
@@ -335,7 +342,8 @@ def main() -> int:
     print(f"graph {args.nodes:,} nodes, feat {args.feat_dim} (prepared in "
           f"{time.perf_counter() - t0:.0f}s)", flush=True)
     results = measure_sampling_and_pull(parts[1], parts[2], work, args.nodes, args.repeat)
-    results.update(measure_server_scaling(parts[2], work))
+    results.update(measure_server_scaling(parts[2], work, load="pull"))
+    results.update(measure_server_scaling(parts[2], work, load="sample"))
     results.update(measure_dgl_setup(parts[2], work))
 
     print(f"sampling [10,25], 1000 seeds: local {results['local_seeds_s']:,.0f} seeds/s "
@@ -350,11 +358,13 @@ def main() -> int:
     print(f"local rows: {results['pull_local_gbs']:.2f} GB/s vs numpy fancy indexing "
           f"{results['numpy_local_gbs']:.2f} GB/s; ratio "
           f"{results['pull_local_gbs'] / results['numpy_local_gbs']:.2f} (goal >= 0.8)")
-    print(f"4 clients, remote rows/s: 1 server/machine {results['rows_s_1_servers']:,.0f}, "
-          f"2 servers/machine {results['rows_s_2_servers']:,.0f}; ratio "
-          f"{results['rows_s_2_servers'] / results['rows_s_1_servers']:.2f} (goal > 1); machine CPU "
-          f"busy {results['cpu_busy_pct_1_servers']:.0f}% with 1 server, "
-          f"{results['cpu_busy_pct_2_servers']:.0f}% with 2 ({os.cpu_count()} cores)")
+    for load, unit, what in (("sample", "seeds_s", "seeds/s sampled (fanout 25)"),
+                             ("pull", "rows_s", "rows/s pulled")):
+        one, two = results[f"{unit}_1_servers"], results[f"{unit}_2_servers"]
+        print(f"4 clients, remote {what}: 1 server/machine {one:,.0f}, 2 servers/machine "
+              f"{two:,.0f}; ratio {two / one:.2f} (goal > 1); machine CPU busy "
+              f"{results[f'cpu_busy_pct_{load}_1_servers']:.0f}% with 1 server, "
+              f"{results[f'cpu_busy_pct_{load}_2_servers']:.0f}% with 2 ({os.cpu_count()} cores)")
     print(f"DGL's set-up (2 machines, 1 server + 1 trainer each, both trainers at once): "
           f"sampling {results['two_trainers_seeds_s']:,.0f} seeds/s vs DGL 1.1.3 "
           f"{DGL['sampling_seeds_s']:,} ({results['two_trainers_seeds_s'] / DGL['sampling_seeds_s']:.2f}x, "
@@ -366,19 +376,32 @@ def main() -> int:
     return 0
 
 
-def client_load_env(machine: int, out: Path, rows: int = 10_000, seconds: float = 8.0) -> None:
-    """Entry of the load-test client processes (env contract already set by the parent)."""
+def client_load_env(machine: int, out: Path, rows: int = 10_000, seconds: float = 8.0,
+                    load: str = "pull") -> None:
+    """Entry of the load-test client processes (env contract already set by the parent):
+    requests to ``machine``'s servers for ``seconds``; writes rows/s (pull) or seeds/s
+    (sample) to ``out``."""
     import runtime.dist_graph as dg
+    from runtime.neighbor_sampler import sample_neighbors
 
     dg.initialize()
     g = dg.DistGraph("bench")
     own = g.get_partition_book().partid2nids(machine)
     rng = np.random.default_rng(os.getpid())
     feat = g.ndata["feat"]
+    # The requests are drawn beforehand: drawing them is the load generator's work, not the
+    # system's, and it would take CPU from the servers on a small machine.
+    batches = [rng.choice(own, rows) if load == "pull" else rng.choice(own, 1000, replace=False)
+               for _ in range(32)]
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        feat[rng.choice(own, rows)]
-        n += rows
+        batch = batches[n % len(batches)]
+        if load == "pull":
+            feat[batch]
+        else:
+            sample_neighbors(g, batch, 25, seed=n)
+        n += 1
+    n *= rows if load == "pull" else 1000
     out.write_text(str(n / (time.perf_counter() - t0)))
 
 
