@@ -7,6 +7,7 @@ ran out. With ``num_samplers > 0`` sampling runs in separate processes ahead of 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -130,8 +131,12 @@ class DistNodeDataLoader(DistDataLoader):
                  shuffle: bool = False, drop_last: bool = False, **kwargs: Any) -> None:
         self.g = g
         self.graph_sampler = graph_sampler
-        super().__init__(nids, batch_size, shuffle=shuffle, collate_fn=self._collate,
+        # Not a bound method of the loader: that would be a reference cycle, and a loader
+        # in a cycle (with its sampler processes) lives until the cyclic collector runs.
+        super().__init__(nids, batch_size, shuffle=shuffle,
+                         collate_fn=functools.partial(_sample_nodes, g, graph_sampler),
                          drop_last=drop_last, **kwargs)
 
-    def _collate(self, seeds: torch.Tensor):
-        return self.graph_sampler.sample(self.g, seeds)
+
+def _sample_nodes(g: Any, graph_sampler: Any, seeds: torch.Tensor):
+    return graph_sampler.sample(g, seeds)

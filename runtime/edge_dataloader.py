@@ -78,17 +78,30 @@ class DistEdgeDataLoader(DistDataLoader):
         if exclude not in (None, "self"):
             raise DistError(f"exclude={exclude!r}: supported are None and 'self'")
         self.exclude = exclude
-        self._neg_seed = seed
-        self._neg_calls = 0
-        super().__init__(eids, batch_size, shuffle=shuffle, collate_fn=self._collate,
+        # A separate object, not a bound method of the loader: that would be a reference
+        # cycle, and a loader in a cycle (with its sampler processes) lives until the cyclic
+        # collector runs.
+        super().__init__(eids, batch_size, shuffle=shuffle,
+                         collate_fn=_EdgeBatches(g, graph_sampler, self.negative, exclude, seed),
                          drop_last=drop_last, seed=seed, **kwargs)
 
-    def _collate(self, eids: torch.Tensor):
+
+class _EdgeBatches:
+    """The collate function of :class:`DistEdgeDataLoader`: a batch of edge ids into
+    ``(input_nodes, pos_graph, neg_graph, blocks)``."""
+
+    def __init__(self, g: Any, graph_sampler: Any, negative: Any, exclude: str | None,
+                 seed: int) -> None:
+        self.g, self.graph_sampler, self.negative = g, graph_sampler, negative
+        self.exclude, self.seed = exclude, seed
+        self.calls = 0
+
+    def __call__(self, eids: torch.Tensor):
         from .neighbor_sampler import _batch_key
 
-        self._neg_calls += 1
-        key = _batch_key or (0, self._neg_calls)
-        rng = np.random.default_rng([self._neg_seed, key[0], key[1]])
+        self.calls += 1
+        key = _batch_key or (0, self.calls)
+        rng = np.random.default_rng([self.seed, key[0], key[1]])
         src, dst = (t.numpy() for t in self.g.find_edges(eids))
         neg_src, neg_dst = self.negative(src, self.g.num_nodes(), rng)
         all_ids = np.concatenate([src, dst, neg_src, neg_dst])

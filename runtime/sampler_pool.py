@@ -3,14 +3,14 @@
 Each worker is a fork of the trainer (so ``collate_fn`` and the graph come along without being
 pickled), opens its own connections to the servers, and talks to the trainer over ZeroMQ ipc
 sockets in a private folder, with the batch encoded as msgpack + raw frames. Workers exit when
-told, when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
+told, when their pool is dropped (a loader made per epoch must not leave its workers behind),
+when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
 The trainer never blocks on a dead worker: it checks them while it waits and raises an error
 naming the worker and its exit status.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import os
@@ -19,12 +19,14 @@ import signal
 import tempfile
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 import zmq
+from zmq.utils import garbage as zmq_garbage
 
 from .batch_codec import decode, encode
 from .errors import DistError, PeerTimeout
@@ -41,41 +43,81 @@ def _die_with_parent() -> None:
         pass
 
 
+class _Workers:
+    """What stopping a pool needs: its worker pids, sockets and folder (no reference to the
+    pool itself, so that a finalizer can hold it while the pool is collected)."""
+
+    def __init__(self, folder: str, tasks: zmq.Socket, results: zmq.Socket) -> None:
+        self.folder, self.tasks, self.results = folder, tasks, results
+        self.pids: list[int] = []
+
+    def stop(self) -> None:
+        """Stop every worker (stop message, then SIGTERM, then SIGKILL), reap it, and remove
+        the sockets and their folder."""
+        if self.tasks.closed:
+            return
+        with contextlib.suppress(zmq.ZMQError):
+            for _ in self.pids:
+                self.tasks.send_multipart(pack({"stop": True}), zmq.NOBLOCK)
+        deadline = time.monotonic() + 2.0
+        pids = list(self.pids)
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
+            time.sleep(0.02)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, sig)
+            t_end = time.monotonic() + 1.0
+            while pids and time.monotonic() < t_end:
+                pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
+                time.sleep(0.02)
+        self.pids.clear()
+        self.tasks.close(0)
+        self.results.close(0)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class SamplerPool:
-    """``num_workers`` forked sampler processes running ``collate_fn`` with prefetch."""
+    """``num_workers`` forked sampler processes running ``collate_fn`` with prefetch.
+
+    The workers stop on :meth:`close`, when the pool is garbage collected, or at exit."""
 
     def __init__(self, collate_fn: Callable[[Any], Any], num_workers: int, prefetch: int,
                  timeout: float | None = None) -> None:
         from .dist_graph import get_context
 
-        self.collate_fn = collate_fn
         self.num_workers = num_workers
         self.prefetch = max(prefetch, num_workers)
         ctx = get_context()
         # A batch may legitimately take long; a silent *dead* worker is caught by waitpid.
         self.timeout = timeout or (ctx.env.timeout * 30 if ctx.env else 300.0)
-        self._dir = tempfile.mkdtemp(prefix="dglctl-samplers-")
-        os.chmod(self._dir, 0o700)
-        self._zctx = zmq.Context.instance()
-        self._tasks = self._zctx.socket(zmq.PUSH)
+        folder = tempfile.mkdtemp(prefix="dglctl-samplers-")
+        os.chmod(folder, 0o700)
+        zctx = zmq.Context.instance()
+        self._tasks = zctx.socket(zmq.PUSH)
         self._tasks.setsockopt(zmq.LINGER, 0)
-        self._tasks.bind(f"ipc://{self._dir}/tasks")
-        self._results = self._zctx.socket(zmq.PULL)
+        self._tasks.bind(f"ipc://{folder}/tasks")
+        self._results = zctx.socket(zmq.PULL)
         self._results.setsockopt(zmq.LINGER, 0)
-        self._results.bind(f"ipc://{self._dir}/results")
-        self.pids: list[int] = []
+        self._results.bind(f"ipc://{folder}/results")
+        self._procs = _Workers(folder, self._tasks, self._results)
+        # Runs on close(), when the pool is collected, or at exit, whichever comes first.
+        # (collate_fn is not kept: only the forked workers need it, and a loader passing its
+        # own bound method would otherwise keep itself alive through its pool.)
+        self._stop = weakref.finalize(self, self._procs.stop)
+        self.pids = self._procs.pids
         parent = os.getpid()
         for _ in range(num_workers):
             pid = os.fork()
             if pid == 0:  # the worker
                 code = 1
                 try:
-                    code = _worker_main(self._dir, collate_fn, parent)
+                    code = _worker_main(folder, collate_fn, parent)
                 finally:
                     os._exit(code)
             self.pids.append(pid)
         self._epoch = 0
-        atexit.register(self.close)
 
     def run(self, batches: list[np.ndarray], epoch_key: int | None = None) -> Iterator[Any]:
         """Yield ``collate_fn(batch)`` for each batch, in order, sampled ahead by the workers."""
@@ -120,28 +162,7 @@ class SamplerPool:
 
     def close(self) -> None:
         """Stop every worker (stop message, then SIGTERM, then SIGKILL) and remove the sockets."""
-        if self._tasks.closed:
-            return
-        with contextlib.suppress(zmq.ZMQError):
-            for _ in self.pids:
-                self._tasks.send_multipart(pack({"stop": True}), zmq.NOBLOCK)
-        deadline = time.monotonic() + 2.0
-        pids = list(self.pids)
-        while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
-            time.sleep(0.02)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p, sig)
-            t_end = time.monotonic() + 1.0
-            while pids and time.monotonic() < t_end:
-                pids = [p for p in pids if os.waitpid(p, os.WNOHANG)[0] == 0]
-                time.sleep(0.02)
-        self.pids = []
-        self._tasks.close(0)
-        self._results.close(0)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._stop()
 
 
 def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> int:
@@ -152,6 +173,10 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
     from .dist_graph import get_context
     from .neighbor_sampler import set_batch_key
 
+    # pyzmq's zero-copy garbage collector drops the parent's socket on its first use in a
+    # child; collecting it would close a socket of the parent's context (and warn "Unclosed
+    # socket" in the trainer's output). Keep it referenced, as the parent's sockets below.
+    _INHERITED.append(getattr(zmq_garbage.gc, "_push", None))
     ctx = get_context()
     if ctx.pool is not None:
         # The parent's sockets belong to the parent; a forked child makes its own.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -126,3 +127,41 @@ def test_edge_batches_cross_sampler_processes(standalone):
         assert len(batches) == 4 and batches[0][1].num_edges() == 50
     finally:
         loader.close()
+
+
+def _loader(kind, g):
+    from runtime.edge_dataloader import DistEdgeDataLoader
+
+    if kind == "ids":
+        return DistDataLoader(np.arange(60), 20, collate_fn=NeighborSampler([2]).sample_blocks,
+                              num_samplers=1)
+    if kind == "nodes":
+        return DistNodeDataLoader(g, np.arange(60), NeighborSampler([2]), 20, num_samplers=1)
+    return DistEdgeDataLoader(g, np.arange(60), NeighborSampler([2]), 20, num_samplers=1)
+
+
+def _evaluate(kind, g):
+    """What a training script does each epoch: a fresh loader in a function, iterated once."""
+    loader = _loader(kind, g)
+    assert len(list(loader)) == 3
+    return list(loader._workers.pids)
+
+
+@pytest.mark.parametrize("kind", ["ids", "nodes", "edges"])
+def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
+    """A loader made per epoch (an evaluate() function) used to leave its sampler processes
+    running until the trainer exited: one more process per loader, each holding a fork of
+    the trainer's memory. Dropping the last reference stops them, without waiting for the
+    cyclic garbage collector (switched off here)."""
+    import runtime.dist_graph as dg
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    gc.disable()
+    try:
+        for _ in range(3):
+            pids = _evaluate(kind, g)
+            assert len(pids) == 1
+            with pytest.raises(ProcessLookupError):  # stopped and reaped
+                os.kill(pids[0], 0)
+    finally:
+        gc.enable()
