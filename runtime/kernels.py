@@ -145,12 +145,26 @@ def _copy_rows(src, src_ids, dst, dst_ids, gather, scatter):
         o = dst_ids[i] if scatter else i
         if r < 0 or r >= ns or o < 0 or o >= nd:
             return i
-        if gather and w > 0 and i + _AHEAD < n:
-            a = src_ids[i + _AHEAD]
-            if a >= 0 and a < ns:
-                _prefetch(src, a * w)
+        if gather and i + _AHEAD < n:
+            _prefetch(src, src_ids[i + _AHEAD] * w)  # never faults, even for an id out of range
         for j in range(w):
             dst[o, j] = src[r, j]
+    return -1
+
+
+@njit(cache=True, boundscheck=False)
+def _gather_words(src, ids, dst):
+    """``dst[i] = src[ids[i]]`` on 1-D arrays of words (ids, labels, CSC neighbours): the
+    general loop's inner loop and flags cost more than the copy for one-word rows (0.13 ms
+    vs 0.08 ms for 25k sampled neighbours). Returns as :func:`_copy_rows` does."""
+    n, ns = len(ids), len(src)
+    for i in range(n):
+        r = ids[i]
+        if r < 0 or r >= ns:
+            return i
+        if i + _AHEAD < n:
+            _prefetch(src, ids[i + _AHEAD])  # never faults, even for an id out of range
+        dst[i] = src[r]
     return -1
 
 
@@ -181,7 +195,11 @@ def copy_rows(src: np.ndarray, dst: np.ndarray, src_ids: np.ndarray | None = Non
     if n != (len(d) if scatter else len(dst) if gather else len(dst)):
         raise ValueError(f"copy_rows: {n} source rows for {len(d) if scatter else len(dst)} "
                          "destination rows")
-    bad = _copy_rows(_row_words(src), s, _row_words(dst), d, gather, scatter)
+    src_w, dst_w = _row_words(src), _row_words(dst)
+    if gather and not scatter and src_w.shape[1] == 1:
+        bad = _gather_words(src_w.reshape(-1), s, dst_w.reshape(-1))
+    else:
+        bad = _copy_rows(src_w, s, dst_w, d, gather, scatter)
     if bad >= 0:
         if gather and not 0 <= s[bad] < len(src):
             raise IndexError(f"row id {s[bad]} is outside the {len(src)} rows read from")
@@ -207,3 +225,4 @@ def warm_up() -> None:
         for src in (one, received):
             for gather, scatter in ((True, False), (False, True), (True, True)):
                 _copy_rows(src, ids, one, ids, gather, scatter)
+            _gather_words(src.reshape(-1), ids, one.reshape(-1))

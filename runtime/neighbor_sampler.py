@@ -16,6 +16,7 @@ import torch
 
 from partitioner.loader import check_out_edges
 
+from . import kernels
 from .block import Block, to_block
 from .client import Request
 from .dist_graph import DistGraph
@@ -102,7 +103,7 @@ def sample_neighbors(
                 else:
                     (indptr, indices), eids = g._csc[key], None
                 weights = g._local_tensor(f"{key}/{prob}") if prob else None
-                key_ids = g._local_tensor(f"orig:{et[seed_end]}")[local]
+                key_ids = kernels.gather_rows(g._local_tensor(f"orig:{et[seed_end]}"), local)
                 s_idx, nbr, ids = sample_on_part(
                     indptr, indices, local, key_ids, _salt(e, out_dir), int(f), replace, seed,
                     weights, _excluded(excl, book, m, et, out_dir), eids)

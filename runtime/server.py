@@ -377,7 +377,7 @@ class GraphServer:
             else:
                 (indptr, indices), eids = self.csc[etype], None
                 seed_type = parse_etype_key(etype)[2]
-            key_ids = self._tensor(orig_tensor(seed_type))[seeds]
+            key_ids = kernels.gather_rows(self._tensor(orig_tensor(seed_type)), seeds)
             weights = self._tensor(f"{etype}/{prob}") if prob else None
             out += sample_on_part(indptr, indices, seeds, key_ids, int(header["salts"][i]),
                                   int(header["fanouts"][i]), bool(header.get("replace")),
