@@ -155,6 +155,8 @@ def _salt(e: int, out_dir: bool) -> int:
 
 
 def _finish(book, m, e, et, sel_ids, s_idx, nbr_homo, ids, out_dir):
+    """One machine's sampled edges of ``et`` as per-type int64 ids (a server's reply carries
+    int32 where the ids fit)."""
     seeds = sel_ids[s_idx]
     # One node type: per-type ids are the homogeneous ids.
     nbr = nbr_homo if len(book.ntypes) == 1 else book.map_to_per_ntype(nbr_homo)[1]
@@ -162,7 +164,7 @@ def _finish(book, m, e, et, sel_ids, s_idx, nbr_homo, ids, out_dir):
     if out_dir:  # ids are homogeneous edge ids (the seed's machine stores other parts' edges)
         eid = ids if len(book.etypes) == 1 else book.map_to_per_etype(ids)[1]
         return seeds, nbr, np.asarray(eid, np.int64)
-    eid = ids + book.edges.typed_start[m, e]  # ids are CSC positions on machine m
+    eid = np.asarray(ids, np.int64) + book.edges.typed_start[m, e]  # CSC positions on m
     return nbr, seeds, eid
 
 

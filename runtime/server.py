@@ -52,6 +52,12 @@ class _Stream:
         self.arr, self.ids, self.piece_bytes = arr, ids, piece_bytes
 
 
+def _narrow(ids: np.ndarray, bound: int) -> np.ndarray:
+    """Non-negative ``ids`` below ``bound`` as int32 when the bound allows: a sampling reply
+    is ids only, and half its bytes is half its time on the network. Clients widen them."""
+    return ids.astype(np.int32) if bound <= np.iinfo(np.int32).max + 1 else ids
+
+
 def graph_tensor(etype: str, what: str) -> str:
     """Shared-array name of a part's graph component of ``etype``: ``indptr`` or ``indices`` of
     the CSC, ``out_indptr``, ``out_indices`` or ``out_eids`` of the out-CSR."""
@@ -360,7 +366,8 @@ class GraphServer:
         ``edge_dir`` "in" (default): arrays per edge type are local seeds (destination type)
         and excluded CSC positions; the reply per edge type is seed index, homogeneous source
         id, CSC position. "out": local seeds (source type) and excluded homogeneous edge ids;
-        the reply is seed index, homogeneous destination id, homogeneous edge id.
+        the reply is seed index, homogeneous destination id, homogeneous edge id. Reply ids
+        are int32 when the graph's node and edge counts allow (see ``_narrow``).
         """
         out = []
         prob = header.get("prob")
@@ -379,10 +386,13 @@ class GraphServer:
                 seed_type = parse_etype_key(etype)[2]
             key_ids = kernels.gather_rows(self._tensor(orig_tensor(seed_type)), seeds)
             weights = self._tensor(f"{etype}/{prob}") if prob else None
-            out += sample_on_part(indptr, indices, seeds, key_ids, int(header["salts"][i]),
-                                  int(header["fanouts"][i]), bool(header.get("replace")),
-                                  int(header["seed"]), weights,
-                                  excluded if len(excluded) else None, eids)
+            got = sample_on_part(indptr, indices, seeds, key_ids, int(header["salts"][i]),
+                                 int(header["fanouts"][i]), bool(header.get("replace")),
+                                 int(header["seed"]), weights,
+                                 excluded if len(excluded) else None, eids)
+            # seed index, node id, edge id (or CSC position): each below its bound
+            bounds = (len(seeds), self.book.num_nodes(), self.book.num_edges())
+            out += [_narrow(a, bound) for a, bound in zip(got, bounds, strict=True)]
         return {}, out
 
     def _op_sparse_update(self, ident, header, arrays):
