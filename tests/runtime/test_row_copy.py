@@ -36,6 +36,16 @@ def test_gather_scatter_and_both_equal_numpy(dtype, shape):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (0, 0), (5, 0)])
+def test_empty_tables_and_rows(shape):
+    """A machine may own no node of a type: its tables have no rows."""
+    src = np.zeros(shape, np.float32)
+    got = kernels.gather_rows(src, np.zeros(0, np.int64))
+    assert got.shape == (0, *shape[1:])
+    if shape[0]:
+        assert kernels.gather_rows(src, np.array([4, 0])).shape == (2, *shape[1:])
+
+
 def test_read_only_source_as_received_off_the_wire():
     src = np.frombuffer(np.arange(40, dtype=np.float32).tobytes(), np.float32).reshape(10, 4)
     out = np.zeros((10, 4), np.float32)
