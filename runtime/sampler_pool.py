@@ -50,11 +50,13 @@ class _Workers:
     def __init__(self, folder: str, tasks: zmq.Socket, results: zmq.Socket) -> None:
         self.folder, self.tasks, self.results = folder, tasks, results
         self.pids: list[int] = []
+        self.owner = os.getpid()
 
     def stop(self) -> None:
         """Stop every worker (stop message, then SIGTERM, then SIGKILL), reap it, and remove
-        the sockets and their folder."""
-        if self.tasks.closed:
+        the sockets and their folder. Only in the process that started them: a forked child
+        (another loader's sampler) that happens to collect this pool must leave it alone."""
+        if self.tasks.closed or os.getpid() != self.owner:
             return
         with contextlib.suppress(zmq.ZMQError):
             for _ in self.pids:

@@ -165,3 +165,25 @@ def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
                 os.kill(pids[0], 0)
     finally:
         gc.enable()
+
+
+def test_a_forked_child_never_stops_the_parents_samplers(standalone):
+    """A sampler of one loader is a fork of the trainer holding every other loader's pool;
+    if it collected one of them, it must not stop that pool's workers (the parent's)."""
+    import runtime.dist_graph as dg
+
+    dg.DistGraph("g", part_config=str(standalone))
+    loader = _loader("ids", None)
+    try:
+        assert len(list(loader)) == 3
+        pids = list(loader._workers.pids)
+        child = os.fork()
+        if child == 0:
+            loader._workers.close()  # what collecting the pool in the child would do
+            os._exit(0)
+        assert os.waitpid(child, 0)[1] == 0
+        for pid in pids:
+            os.kill(pid, 0)  # still running
+        assert len(list(loader)) == 3  # and still serving
+    finally:
+        loader.close()
