@@ -428,7 +428,12 @@ def run_server(env: RuntimeEnv) -> None:
     retain_freed_memory()  # reply pieces reuse warm memory instead of faulting in new pages
     kernels.warm_up()  # sampling kernels loaded before the first request, not during it
     server = GraphServer(env)
-    server.load()
+    try:
+        server.load()
+    except BaseException:
+        if server.is_main:  # what was copied before the failure (a backup maps, never writes)
+            server.arena.cleanup()
+        raise
     server.serve()
 
 

@@ -8,8 +8,11 @@ files.
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -40,10 +43,32 @@ class ShmArena:
         return self.root / f"{self.prefix}{_encode(name)}.npy"
 
     def create(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """A new zero-filled shared array (writable); replaces one of the same name."""
+        """A new zero-filled shared array (writable); replaces one of the same name.
+
+        Its memory is reserved at once: a tmpfs hands out pages only when they are first
+        written, so a shared memory too small for the array (Docker's default /dev/shm is
+        64 MB) would otherwise kill the process with SIGBUS in the middle of the copy. Here
+        it is a ShmError saying how much is needed and how much is free."""
         path = self.path(name)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=tuple(shape))
+        try:
+            arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype),
+                                            shape=tuple(shape))
+            _reserve(tmp)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+                tmp.unlink(missing_ok=True)
+                raise
+            tmp.unlink(missing_ok=True)
+            free = shutil.disk_usage(self.root).free
+            raise ShmError(
+                f"not enough shared memory for {name!r} of job {self.job_id} machine "
+                f"{self.machine_id}: {np.dtype(dtype).itemsize * math.prod(shape):,} bytes "
+                f"needed, {free:,} free in {self.root} ({e.strerror})",
+                hint="give the host more shared memory (Docker: --shm-size; Kubernetes: an "
+                     "emptyDir volume with medium Memory on /dev/shm), or point DGLCTL_SHM_DIR "
+                     "at a larger tmpfs",
+            ) from None
         os.replace(tmp, path)
         return arr
 
@@ -104,6 +129,17 @@ class ShmArena:
             p.unlink(missing_ok=True)
             n += 1
         return n
+
+
+def _reserve(path: Path) -> None:
+    """Allocate every block of ``path`` now (ENOSPC as an OSError if they do not fit)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
 
 
 def job_files(job_id: str, root: Path | None = None) -> list[Path]:

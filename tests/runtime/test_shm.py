@@ -1,0 +1,59 @@
+"""Shared memory too small for a partition (Docker's default /dev/shm is 64 MB): a clear error
+naming what is needed and what is free, and nothing left behind; on a real tmpfs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from runtime.errors import ShmError
+from runtime.ip_config import write_ip_config
+from runtime.shm import ShmArena
+
+from .conftest import REPO, Cluster, free_port_range
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real 64 KB tmpfs."""
+    d = tmp_path / "shm"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def test_an_array_that_does_not_fit_is_an_error_not_a_crash(small_tmpfs):
+    """A tmpfs provides pages when first written: without reserving them up front the copy
+    died of SIGBUS half-way, leaving the half-written file."""
+    arena = ShmArena("t", 0, root=small_tmpfs)
+    arena.put("small", np.ones(100, np.float32))
+    with pytest.raises(ShmError, match=r"not enough shared memory for 'big' of job t machine 0: "
+                       r"400,000 bytes needed, [\d,]+ free in .*--shm-size"):
+        arena.put("big", np.ones(100_000, np.float32))
+    assert [p.name for p in small_tmpfs.iterdir()] == [arena.path("small").name]
+    np.testing.assert_array_equal(arena.attach("small"), 1)
+
+
+def test_a_server_without_room_exits_with_the_reason_and_cleans_up(two_part_graph, tmp_path,
+                                                                   small_tmpfs):
+    _, cfg = two_part_graph
+    ips = ["127.0.0.1", "127.0.0.2"]
+    ip_config = tmp_path / "ip_config.txt"
+    write_ip_config(ip_config, [(ip, free_port_range(ips, 1)) for ip in ips])
+    job = Cluster(cfg, ip_config, ips, 1)
+    env = job.env("server", 0, server_id=0) | {"DGLCTL_SHM_DIR": str(small_tmpfs)}
+    done = subprocess.run([sys.executable, "-m", "runtime.server"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "runtime.server: error: not enough shared memory for" in done.stderr
+    assert "bytes needed" in done.stderr and "--shm-size" in done.stderr
+    assert list(small_tmpfs.iterdir()) == []  # what was copied before is removed
