@@ -74,8 +74,10 @@ def sample_etype(
     exactly ``fanout`` draws.
     """
     seeds = np.asarray(seeds, dtype=np.int64)
-    start = np.asarray(_gather(indptr, seeds), dtype=np.int64)
-    deg = np.asarray(_gather(indptr, seeds + 1), dtype=np.int64) - start
+    # Random reads (CSC rows here, neighbours and edge ids in sample_on_part) go through the
+    # compiled gather, which asks for the next reads while it copies.
+    start = np.asarray(kernels.gather_rows(indptr, seeds), dtype=np.int64)
+    deg = np.asarray(kernels.gather_rows(indptr, seeds + 1), dtype=np.int64) - start
     if weights is not None or excluded is not None:
         return _sample_weighted(start, deg, keys, fanout, replace, weights, excluded, edge_ids)
     if fanout < 0:
@@ -186,11 +188,5 @@ def sample_on_part(
     keys = node_keys(seed, key_ids, salt)
     seed_idx, pos = sample_etype(indptr, seeds_local, keys, fanout, replace, weights, excluded,
                                  eids)
-    ids = pos if eids is None else np.asarray(_gather(eids, pos), dtype=np.int64)
-    return [seed_idx, np.asarray(_gather(indices, pos), dtype=np.int64), ids]
-
-
-def _gather(arr: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """``arr[ids]`` for the random reads of sampling (CSC rows, neighbours): the compiled row
-    copy, which asks for the next reads while it copies (numpy's indexing waits on each)."""
-    return kernels.gather_rows(arr, ids)
+    ids = pos if eids is None else np.asarray(kernels.gather_rows(eids, pos), dtype=np.int64)
+    return [seed_idx, np.asarray(kernels.gather_rows(indices, pos), dtype=np.int64), ids]
