@@ -204,7 +204,8 @@ def cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
-    """TERM each recorded group, KILL after the grace period, remove the job's shared memory."""
+    """TERM each recorded group, KILL after the grace period, remove the job's shared memory
+    and its trainers' sampler socket folders."""
     job = _job_dir(args.workspace, args.job)
     procs = {name: int(pgid) for name, pgid in json.loads(args.procs).items()}
     signalled = []
@@ -230,12 +231,14 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     t_end = time.monotonic() + 5
     while time.monotonic() < t_end and _live_groups(procs.values()):
         time.sleep(0.05)
-    from runtime.shm import job_files
+    from runtime.shm import job_files, sampler_dirs
 
     removed = 0
     for f in job_files(args.job):
         f.unlink(missing_ok=True)
         removed += 1
+    for d in sampler_dirs(args.job):  # left by trainers that could not clean up (killed)
+        shutil.rmtree(d, ignore_errors=True)
     live = _live_groups(procs.values())
     survivors = [n for n, g in procs.items() if g in live]
     return {"terminated": signalled, "killed": killed, "shm_removed": removed,

@@ -61,7 +61,7 @@ class JobManifest:
     ip_config: str
     hosts: list[HostRecord]
     procs: list[ProcRecord] = field(default_factory=list)
-    state: str = "starting"  # starting, running, succeeded, failed, stopped
+    state: str = "starting"  # starting, running, succeeded, failed, stopping, stopped
     created: float = field(default_factory=time.time)
     ended: float | None = None
     result: dict[str, Any] = field(default_factory=dict)

@@ -37,7 +37,7 @@ class JobFailed(DglctlError):
 
 
 class Interrupted(DglctlError):
-    """The launcher received Ctrl-C, SIGTERM or SIGHUP; the job was stopped."""
+    """The launcher received Ctrl-C, SIGTERM or SIGHUP, or 'dglctl stop' stopped the job."""
 
     exit_code = 130
 
@@ -155,7 +155,7 @@ class Launcher:
                 self.manifest.state = "stopped"
             raise Interrupted(f"job {self.job_id} stopped on {name}") from None
         except BaseException:
-            if self.manifest is not None and self.manifest.state not in ("failed",):
+            if self.manifest is not None and self.manifest.state not in ("failed", "stopped"):
                 self.manifest.state = "failed"
             raise
         finally:
@@ -402,6 +402,10 @@ class Launcher:
         # A server that exits 0 has been told to, or saw every client go: not a failure.
         if failed:
             self._pump_logs()
+            if JobManifest.load(self.job_id).state in ("stopping", "stopped"):
+                # 'dglctl stop' from elsewhere: the processes it ended did not fail.
+                self.manifest.state = "stopped"
+                raise Interrupted(f"job {self.job_id} was stopped by 'dglctl stop'")
             raise JobFailed(self._root_cause(failed))
         return states
 
@@ -481,9 +485,14 @@ def stop_job(manifest: JobManifest, transports: list[Transport], display=None,
                        "--procs", json.dumps(procs), "--grace", str(grace),
                        timeout=grace + 60)
 
+    if manifest.state in ("starting", "running"):
+        # Before any signal: a launcher supervising the job reads this when its processes
+        # end, and reports a stop rather than a failure.
+        manifest.state = "stopping"
+        manifest.save()
     results = parallel(transports, stop)
     survivors = [n for r in results for n in r["survivors"]]
-    if manifest.state in ("starting", "running"):
+    if manifest.state == "stopping":
         manifest.state = "stopped"
     manifest.ended = manifest.ended or time.time()
     manifest.save()

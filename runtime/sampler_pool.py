@@ -30,6 +30,7 @@ from zmq.utils import garbage as zmq_garbage
 
 from .batch_codec import decode, encode
 from .errors import DistError, PeerTimeout
+from .shm import sampler_dir_prefix
 from .wire import pack, unpack
 
 _PR_SET_PDEATHSIG = 1
@@ -94,7 +95,7 @@ class SamplerPool:
         ctx = get_context()
         # A batch may legitimately take long; a silent *dead* worker is caught by waitpid.
         self.timeout = timeout or (ctx.env.timeout * 30 if ctx.env else 300.0)
-        folder = tempfile.mkdtemp(prefix="dglctl-samplers-")
+        folder = tempfile.mkdtemp(prefix=sampler_dir_prefix(ctx.env.job_id if ctx.env else None))
         os.chmod(folder, 0o700)
         zctx = zmq.Context.instance()
         self._tasks = zctx.socket(zmq.PUSH)

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,17 @@ def _reserve(path: Path) -> None:
             os.posix_fallocate(fd, 0, size)
     finally:
         os.close(fd)
+
+
+def sampler_dir_prefix(job_id: str | None) -> str:
+    """Name prefix of a trainer's sampler socket folder in the temp dir. It carries the job id
+    so that 'dglctl stop' can remove the folders of trainers it had to kill."""
+    return f"dglctl-samplers-{job_id}-" if job_id else "dglctl-samplers-"
+
+
+def sampler_dirs(job_id: str) -> list[Path]:
+    """The sampler socket folders of a job's trainers on this host."""
+    return sorted(Path(tempfile.gettempdir()).glob(sampler_dir_prefix(job_id) + "*"))
 
 
 def job_files(job_id: str, root: Path | None = None) -> list[Path]:

@@ -186,7 +186,7 @@ def stop(app, job, stop_all, grace):
     display = app.display()
     if stop_all == (job is not None):
         raise ConfigError("give a JOB or --all")
-    jobs = [m for m in list_jobs() if m.state in ("starting", "running")] if stop_all \
+    jobs = [m for m in list_jobs() if m.state in ("starting", "running", "stopping")] if stop_all \
         else [JobManifest.load(job)]
     if not jobs:
         display.result("no running jobs")

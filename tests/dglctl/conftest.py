@@ -47,8 +47,11 @@ def local_cluster(tmp_path):
 
 
 def leftovers(job_id: str) -> tuple[list, list]:
-    """Processes whose command line mentions the job's workspace and shm files of the job."""
-    shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*"))
+    """Processes of the job (by their environment), and its files on this host: shared
+    memory and the trainers' sampler socket folders."""
+    from runtime.shm import sampler_dirs
+
+    shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*")) + sampler_dirs(job_id)
     procs = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():

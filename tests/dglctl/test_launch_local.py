@@ -174,18 +174,27 @@ def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig):
+def _launch_sleeping(parts, local_cluster, capsys) -> tuple[subprocess.Popen, str]:
+    """A job of 'sleep' trainers launched in the foreground, once every trainer sleeps (its
+    sampler processes started)."""
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         time.sleep(0.5)
         jobs = list_jobs()
         if jobs and jobs[-1].state == "running":
-            break
-    time.sleep(2.0)
+            _, out, _ = run(["logs", jobs[-1].job_id], capsys)
+            if out.count("sleeping") == 4:  # 2 hosts x 2 trainers
+                return proc, jobs[-1].job_id
+    proc.kill()
+    raise AssertionError("the trainers did not reach their sleep within 90 s")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig, capsys):
+    proc, _ = _launch_sleeping(parts, local_cluster, capsys)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -193,6 +202,21 @@ def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig):
     m = JobManifest.load(list_jobs()[-1].job_id)
     assert m.state == "stopped"
     assert leftovers(m.job_id) == ([], [])
+
+
+def test_dglctl_stop_of_a_supervised_job_is_a_stop_not_a_failure(parts, home, local_cluster,
+                                                                  capsys):
+    """The launcher used to report the trainers that 'dglctl stop' ended (from another
+    terminal) as the job's failure: 'killed by signal 15', exit code 1, state failed."""
+    proc, job = _launch_sleeping(parts, local_cluster, capsys)
+    code, out, _ = run(["stop", job], capsys)
+    assert code == 0 and f"job {job} stopped" in out
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"job {job} was stopped by 'dglctl stop'" in err
+    assert "failed" not in err and "signal 15" not in err
+    assert JobManifest.load(job).state == "stopped"
+    assert leftovers(job) == ([], [])
 
 
 def test_launch_from_ip_config(parts, home, tmp_path, capsys):

@@ -21,6 +21,10 @@ if mode == "fail" and rank == 1:
 if mode == "crash" and rank == 0:
     raise RuntimeError("deliberate crash in the training script")
 if mode == "sleep":
+    # A loader with sampler processes (the cluster's samplers_per_trainer): what a stop must
+    # clean up after, the socket folder included, when it kills the trainer.
+    loader = runtime.DistDataLoader(np.arange(100), 10, collate_fn=lambda ids: ids)
+    next(iter(loader))
     print("sleeping", flush=True)
     time.sleep(600)
 print("done", flush=True)
