@@ -57,10 +57,9 @@ class ShmArena:
                                             shape=tuple(shape))
             _reserve(tmp)
         except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
-                tmp.unlink(missing_ok=True)
-                raise
             tmp.unlink(missing_ok=True)
+            if e.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+                raise
             free = shutil.disk_usage(self.root).free
             raise ShmError(
                 f"not enough shared memory for {name!r} of job {self.job_id} machine "
