@@ -108,7 +108,7 @@ def leftovers(job_id: str, pgids: list[int]) -> list[str]:
     """What of job ``job_id`` still exists: running processes of the groups ``pgids``, processes
     whose environment carries the job id (found by reading /proc; nothing is signalled), and
     the job's shared memory files."""
-    from runtime.shm import job_files
+    from runtime.store.shm import job_files
 
     left = []
     # A process that has exited but is not reaped yet (a zombie: init reaps a detached job's

@@ -41,7 +41,7 @@ class Servers:
     def __init__(self, part_config: Path, num_servers: int, workdir: Path,
                  ips: list[str] | None = None) -> None:
         from runtime.env import RuntimeEnv
-        from runtime.ip_config import write_ip_config
+        from runtime.rpc.ip_config import write_ip_config
 
         self.ips = list(ips or ["127.0.0.1", "127.0.0.2"])
         self.ip_config = workdir / f"ip_{len(self.ips)}x{num_servers}.txt"
@@ -150,7 +150,7 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
     pyzmq, local rows vs numpy. Runs the trainer side in this process."""
     import runtime.dist_graph as dg
     from partitioner.loader import load_orig_ids
-    from runtime.neighbor_sampler import NeighborSampler
+    from runtime.sampling.neighbor import NeighborSampler
 
     results: dict[str, float] = {}
     saved = dict(os.environ)  # standalone initialize() sets torch.distributed variables
@@ -296,7 +296,7 @@ def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, f
 def trainer_dgl_setup(out: Path, start: float, seconds: float) -> None:
     """Entry of measure_dgl_setup's trainers (env contract already set by the parent)."""
     import runtime.dist_graph as dg
-    from runtime.neighbor_sampler import NeighborSampler
+    from runtime.sampling.neighbor import NeighborSampler
 
     dg.initialize()
     g = dg.DistGraph("bench")
@@ -383,7 +383,7 @@ def client_load_env(machine: int, out: Path, rows: int = 10_000, seconds: float 
     requests to ``machine``'s servers for ``seconds``; writes rows/s (pull) or seeds/s
     (sample) to ``out``."""
     import runtime.dist_graph as dg
-    from runtime.neighbor_sampler import sample_neighbors
+    from runtime.sampling.neighbor import sample_neighbors
 
     dg.initialize()
     g = dg.DistGraph("bench")

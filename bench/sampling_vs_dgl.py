@@ -132,7 +132,7 @@ def main() -> int:
 
     import runtime.dist_graph as dg
     from partitioner.loader import load_orig_ids
-    from runtime.neighbor_sampler import NeighborSampler
+    from runtime.sampling.neighbor import NeighborSampler
 
     dg.initialize()
     g = dg.DistGraph("bench", part_config=str(part_config))

@@ -231,7 +231,7 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     t_end = time.monotonic() + 5
     while time.monotonic() < t_end and _live_groups(procs.values()):
         time.sleep(0.05)
-    from runtime.shm import job_files, sampler_dirs
+    from runtime.store.shm import job_files, sampler_dirs
 
     removed = 0
     for f in job_files(args.job):

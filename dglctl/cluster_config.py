@@ -233,7 +233,7 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
     addresses use the local transport and anything else SSH with default settings.
     """
     from runtime.errors import IpConfigError
-    from runtime.ip_config import read_ip_config
+    from runtime.rpc.ip_config import read_ip_config
 
     try:
         machines = read_ip_config(path)

@@ -243,7 +243,7 @@ class Launcher:
 
     def copy(self) -> None:
         """Each host gets its part, the config files and the script; unchanged files are skipped."""
-        from runtime.ip_config import write_ip_config
+        from runtime.rpc.ip_config import write_ip_config
 
         src_dir = Path(self.part_cfg["_dir"])
         graph = self.part_cfg["graph_name"]
@@ -335,9 +335,9 @@ class Launcher:
 
     def start_servers(self) -> None:
         """Start every server, then wait until each answers the job's handshake."""
-        from runtime.client import ServerPool
         from runtime.errors import DistError
-        from runtime.ip_config import read_ip_config
+        from runtime.rpc.client import ServerPool
+        from runtime.rpc.ip_config import read_ip_config
 
         for i, t in enumerate(self.transports):
             for k in range(self.cluster.servers_per_host):

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import runtime
 from runtime import NID, DistEmbedding, DistGraph, NeighborSampler
-from runtime.edge_dataloader import DistEdgeDataLoader
+from runtime.loader.edge_dataloader import DistEdgeDataLoader
 from runtime.nn import SAGE
 from runtime.optim import SparseAdam
 

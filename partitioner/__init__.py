@@ -3,38 +3,33 @@
 Knows nothing of processes, networks or SSH; ``runtime`` and ``dglctl`` build on it.
 """
 
-from importlib import metadata as _metadata
+from importlib import import_module
+from typing import Any
 
-try:
-    __version__ = _metadata.version("dglctl")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+source"
+from .version import __version__
 
-from .errors import (  # noqa: E402
-    ChecksumError,
-    OutEdgesMissing,
-    OutputExistsError,
-    PartitionerError,
-    PartitionFormatError,
-    PartitionInputError,
-    PartitionOptionError,
-)
-from .graph import Graph  # noqa: E402
-from .loader import Partition, load_partition, load_partition_book  # noqa: E402
-from .pipeline import partition_graph  # noqa: E402
+# Names are loaded on first use: ``import partitioner`` (and so every runtime process, which
+# reads the partition format) does not load the partition writer and its dependencies.
+_EXPORTS = {
+    "ChecksumError": "partitioner.errors",
+    "OutEdgesMissing": "partitioner.errors",
+    "OutputExistsError": "partitioner.errors",
+    "PartitionerError": "partitioner.errors",
+    "PartitionFormatError": "partitioner.errors",
+    "PartitionInputError": "partitioner.errors",
+    "PartitionOptionError": "partitioner.errors",
+    "Graph": "partitioner.graph",
+    "Partition": "partitioner.loader",
+    "load_partition": "partitioner.loader",
+    "load_partition_book": "partitioner.loader",
+    "partition_graph": "partitioner.pipeline",
+}
 
-__all__ = [
-    "ChecksumError",
-    "Graph",
-    "OutEdgesMissing",
-    "OutputExistsError",
-    "Partition",
-    "PartitionFormatError",
-    "PartitionInputError",
-    "PartitionOptionError",
-    "PartitionerError",
-    "__version__",
-    "load_partition",
-    "load_partition_book",
-    "partition_graph",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'partitioner' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -8,24 +8,26 @@ never imports torch.
 from importlib import import_module
 from typing import Any
 
-from partitioner import __version__
+from partitioner.version import __version__
 
 _EXPORTS = {
-    "initialize": "runtime.dist_graph",
-    "exit_client": "runtime.dist_graph",
+    "initialize": "runtime.context",
+    "exit_client": "runtime.context",
+    "get_context": "runtime.context",
     "DistGraph": "runtime.dist_graph",
     "DistTensor": "runtime.dist_tensor",
     "node_split": "runtime.split",
     "edge_split": "runtime.split",
-    "NID": "runtime.dist_graph",
-    "EID": "runtime.dist_graph",
+    "NID": "runtime.sampling.block",
+    "EID": "runtime.sampling.block",
     "DistEmbedding": "runtime.embedding",
-    "sample_neighbors": "runtime.neighbor_sampler",
-    "NeighborSampler": "runtime.neighbor_sampler",
-    "DistDataLoader": "runtime.dataloader",
-    "DistNodeDataLoader": "runtime.dataloader",
-    "Block": "runtime.block",
-    "DistEdgeDataLoader": "runtime.edge_dataloader",
+    "sample_neighbors": "runtime.sampling.neighbor",
+    "NeighborSampler": "runtime.sampling.neighbor",
+    "DistDataLoader": "runtime.loader.dataloader",
+    "DistNodeDataLoader": "runtime.loader.dataloader",
+    "Block": "runtime.sampling.block",
+    "PairGraph": "runtime.sampling.block",
+    "DistEdgeDataLoader": "runtime.loader.edge_dataloader",
 }
 
 __all__ = ["__version__", *_EXPORTS]

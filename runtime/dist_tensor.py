@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from .client import Request
-from .dist_graph import DistGraph, get_context
+from .context import get_context
 from .errors import DistError
+from .routing import route
+from .rpc import messages as msg
+
+if TYPE_CHECKING:
+    from .dist_graph import DistGraph
 
 _auto_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What a graph knows of one of its named tensors: partition policy, row shape, dtype."""
+
+    policy: str
+    row_shape: tuple[int, ...]
+    dtype: np.dtype
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
@@ -32,10 +46,14 @@ def _as_ids(ids: Any) -> np.ndarray:
 
 
 def _current_graph() -> DistGraph:
-    graphs = get_context().graphs
-    if not graphs:
-        raise DistError("create a DistGraph before any DistTensor (it supplies the partition book)")
-    return graphs[-1]
+    return get_context().current_graph()
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """A request that concerns a whole machine (see ``routing.route``)."""
+
+    machine: int
 
 
 class DistTensor:
@@ -70,12 +88,11 @@ class DistTensor:
             self._create(init_func)
 
     @classmethod
-    def _existing(cls, graph: DistGraph, name: str, policy: str) -> DistTensor:
-        kind, typ = policy.split(":", 1)
-        schema = graph.config["feature_schema"][kind][name]
+    def _existing(cls, graph: DistGraph, name: str, meta: TensorMeta) -> DistTensor:
+        kind, typ = meta.policy.split(":", 1)
         rows = graph.num_nodes(typ) if kind == "node" else graph.num_edges(typ)
-        return cls((rows, *schema["shape"]), np.dtype(schema["dtype"]), name, None, policy,
-                   True, _graph=graph, _create=False)
+        return cls((rows, *meta.row_shape), meta.dtype, name, None, meta.policy, True,
+                   _graph=graph, _create=False)
 
     def _infer_policy(self) -> str:
         g = self._graph
@@ -101,25 +118,24 @@ class DistTensor:
         if self.shape[0] != expected:
             raise DistError(f"DistTensor {self.name!r}: shape[0]={self.shape[0]} but "
                             f"{self.part_policy} has {expected} rows")
-        g._policies[self.name] = self.part_policy
+        g._register(self)
         ctx = g._ctx
         if ctx.standalone:
-            g._local[self.name] = self._init_rows(init_func, 0)
+            g.local.tensors[self.name] = self._init_rows(init_func, 0)
             return
         # Idempotent create on every machine's main server; exactly one caller per machine
         # hears "created" and fills that machine's rows (init_func runs in the trainer: no
         # code crosses the wire). The barrier keeps everyone from reading before that.
-        reqs = [
-            Request(m, 0, {"op": "create", "name": self.name,
-                           "shape": [self._rows_on(m), *self.shape[1:]],
-                           "dtype": self._np_dtype.str, "policy": self.part_policy,
-                           "exist_ok": True}, [])
-            for m in range(len(ctx.pool.machines))
-        ]
-        for m, (header, _) in enumerate(ctx.pool.call_many(reqs)):
-            if header.get("created") and init_func is not None:
-                rmap, _ = g._rmap(self.part_policy)
-                t = rmap.type_index(typ)
+        created: list[int] = []
+        rmap, _ = g._rmap(self.part_policy)
+        route(ctx.pool, g.machine_id, [_Machine(m) for m in range(rmap.num_parts)],
+              lambda it: msg.Create(self.name, [self._rows_on(it.machine), *self.shape[1:]],
+                                    self._np_dtype.str, self.part_policy, exist_ok=True),
+              place=lambda it, reply: created.append(it.machine) if reply.created else None,
+              main_server=True)
+        if init_func is not None:
+            t = rmap.type_index(typ)
+            for m in created:
                 ids = np.arange(rmap.typed_start[m, t], rmap.typed_start[m + 1, t])
                 g.push(self.name, self.part_policy, ids, self._init_rows(init_func, m), "set")
         g.barrier()

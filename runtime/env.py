@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
 
 from .errors import EnvError
 
 PREFIX = "DGLCTL_"
 ROLES = ("server", "trainer", "sampler")
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_SHM_DIR = "/dev/shm"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class RuntimeEnv:
         num_samplers: sampler processes per trainer.
         server_id: for servers, 0 (main) .. num_servers - 1.
         timeout: seconds any wait on a peer may last before it is an error.
+        barrier_timeout: seconds a barrier may wait for the other trainers (they may be
+            busy for long, e.g. evaluating, while their servers answer).
+        shm_dir: the tmpfs holding the job's shared memory on this host.
+        log_level: the runtime's logging level (``logging`` names).
     """
 
     role: str
@@ -46,6 +53,9 @@ class RuntimeEnv:
     num_samplers: int = 0
     server_id: int = 0
     timeout: float = DEFAULT_TIMEOUT
+    barrier_timeout: float = 600.0
+    shm_dir: str = DEFAULT_SHM_DIR
+    log_level: str = "WARNING"
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -55,15 +65,21 @@ class RuntimeEnv:
         for name in ("num_servers", "num_trainers"):
             if getattr(self, name) < 1:
                 raise EnvError(f"{PREFIX}{name.upper()}={getattr(self, name)}: must be >= 1")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise EnvError(f"{PREFIX}LOG_LEVEL={self.log_level!r}: expected one of "
+                           f"{', '.join(LOG_LEVELS)}")
         if not 0 <= self.server_id < self.num_servers:
             raise EnvError(
                 f"{PREFIX}SERVER_ID={self.server_id}: must be below NUM_SERVERS={self.num_servers}"
             )
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv | None:
-        """Read the contract; None when no role is set (standalone mode, no launcher)."""
-        env = os.environ if environ is None else environ
+    def from_environ(cls, environ: Mapping[str, str] | None = None,
+                     overrides: Mapping[str, str] | None = None) -> RuntimeEnv | None:
+        """Read the contract from ``environ`` (default: this process's environment) with
+        ``overrides`` (``DGLCTL_*`` keys) on top; None when no role is set (standalone mode,
+        no launcher)."""
+        env = {**(os.environ if environ is None else environ), **(overrides or {})}
         if f"{PREFIX}ROLE" not in env:
             return None
         values: dict[str, object] = {}
@@ -82,6 +98,37 @@ class RuntimeEnv:
                 raise EnvError(f"{key}={raw!r} is not a valid {f.type}") from None
         return cls(**values)  # type: ignore[arg-type]
 
+    @property
+    def shm_root(self) -> Path:
+        """The folder of this host's shared memory (``shm_dir``)."""
+        return Path(self.shm_dir)
+
     def to_environ(self) -> dict[str, str]:
         """The variables that reproduce this contract in a child process."""
         return {PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}
+
+
+def torch_rank_world(rank: int | None = None) -> tuple[int, int]:
+    """This trainer's rank and the number of trainers: torch.distributed's when it is set up,
+    else torchrun's RANK and WORLD_SIZE variables (0 and 1 without them)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return (dist.get_rank() if rank is None else rank), dist.get_world_size()
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    return (int(os.environ.get("RANK", 0)) if rank is None else rank), world
+
+
+def set_standalone_torch_env() -> None:
+    """Let ``init_process_group`` work unchanged in standalone mode: a world of one."""
+    import socket
+
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+

@@ -1,10 +1,24 @@
-"""The runtime's exception hierarchy: each error names the peer, the value and what to do."""
+"""The runtime's exception hierarchy: each error names the peer, the value and what to do.
+
+Every error carries ``message``, ``hint`` and ``exit_code`` (the same three attributes as
+``dglctl.errors.DglctlError`` and ``partitioner.errors.PartitionerError``, which the CLI reads).
+Errors cross the wire as ``{type, message, hint}`` and are raised again as the same class
+(:func:`from_wire`).
+"""
 
 from __future__ import annotations
+
+from partitioner.errors import PartitionerError
+
+EXIT_FAILURE = 1  # a job, host or peer failed
+EXIT_USAGE = 2  # bad input or configuration: the user can fix it
+EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 
 
 class DistError(Exception):
     """Root of every error the runtime raises on purpose."""
+
+    exit_code = EXIT_FAILURE
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -18,13 +32,21 @@ class DistError(Exception):
 class EnvError(DistError):
     """The launcher/runtime environment contract is missing a variable or holds a bad value."""
 
+    exit_code = EXIT_USAGE
+
 
 class IpConfigError(DistError):
     """ip_config.txt is missing or malformed (names the file and line)."""
 
+    exit_code = EXIT_USAGE
+
 
 class HandshakeError(DistError):
     """A peer refused the connection: wrong job token or runtime version."""
+
+
+class ProtocolError(DistError):
+    """A message that is not one of the runtime's, or is malformed."""
 
 
 class PeerTimeout(DistError):
@@ -32,8 +54,27 @@ class PeerTimeout(DistError):
 
 
 class RemoteError(DistError):
-    """A server answered a request with an error."""
+    """A server answered a request with an error that is not one of the runtime's own."""
 
 
 class ShmError(DistError):
     """Shared memory of a job is missing or inconsistent."""
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _subclasses(sub)
+    return out
+
+
+def from_wire(type_name: str, message: str, hint: str | None) -> Exception:
+    """The error a peer reported, as the same class (the runtime's and the partitioner's own
+    errors; a RemoteError for any other type)."""
+    for cls in _subclasses(DistError) + _subclasses(PartitionerError):
+        if cls.__name__ == type_name:
+            try:
+                return cls(message, hint=hint)
+            except TypeError:  # a subclass with its own signature
+                break
+    return RemoteError(message, hint)

@@ -9,16 +9,8 @@ import torch
 
 from partitioner.partition_book import RangePartitionBook
 
-
-def _rank_world(rank: int | None) -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return (dist.get_rank() if rank is None else rank), dist.get_world_size()
-    import os
-
-    world = int(os.environ.get("WORLD_SIZE", 1))
-    return (int(os.environ.get("RANK", 0)) if rank is None else rank), world
+from .context import get_context
+from .env import torch_rank_world
 
 
 def _mask_ids(mask: Any, total: int) -> np.ndarray:
@@ -41,14 +33,12 @@ def _split(ids: np.ndarray, rank: int, world: int) -> torch.Tensor:
 def _book(partition_book: RangePartitionBook | None) -> RangePartitionBook:
     if partition_book is not None:
         return partition_book
-    from .dist_graph import get_context
-
-    return get_context().graphs[-1].get_partition_book()
+    return get_context().current_graph().get_partition_book()
 
 
 def _share(ids: np.ndarray, owner: Any, num_parts: int, rank: int | None,
            force_even: bool) -> torch.Tensor:
-    rank, world = _rank_world(rank)
+    rank, world = torch_rank_world(rank)
     if force_even:
         return _split(ids, rank, world)
     per_machine = max(1, world // num_parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -146,9 +147,10 @@ def status(app, job, json_mode):
 
 def _server_stats(manifest, states) -> dict[str, dict]:
     """Each running server's own counters (requests, bytes, clients), asked with the job token."""
-    from runtime.client import Request, ServerPool
     from runtime.errors import DistError
-    from runtime.ip_config import read_ip_config
+    from runtime.rpc.client import Request, ServerPool
+    from runtime.rpc.ip_config import read_ip_config
+    from runtime.rpc.messages import Stats
 
     servers = [p for p in manifest.procs
                if p.role == "server" and states.get(p.name, {}).get("state") == "running"]
@@ -163,8 +165,8 @@ def _server_stats(manifest, states) -> dict[str, dict]:
         return {}
     try:
         pool.connect()
-        replies = pool.call_many([Request(p.host, p.rank, {"op": "stats"}, []) for p in servers])
-        return {p.name: header for p, (header, _) in zip(servers, replies, strict=True)}
+        replies = pool.call_many([Request(p.host, p.rank, Stats()) for p in servers])
+        return {p.name: dataclasses.asdict(r) for p, r in zip(servers, replies, strict=True)}
     except DistError:
         return {}
     finally:

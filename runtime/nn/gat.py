@@ -7,9 +7,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from runtime.block import Block
 from runtime.nn.dropout import Dropout
 from runtime.nn.sage import Feat, block_edges
+from runtime.sampling.block import Block
 
 
 def edge_softmax(scores: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from runtime.block import NID, Block, CanonicalEtype
+from runtime.sampling.block import NID, Block, CanonicalEtype
 
 
 def to_pyg(block: Block, etype: Any = None) -> tuple[torch.Tensor, tuple[int, int]]:

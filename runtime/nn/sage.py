@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runtime.block import Block
 from runtime.nn.dropout import Dropout
+from runtime.sampling.block import Block
 
 Feat = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 

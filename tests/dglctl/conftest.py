@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from partitioner import partition_graph
-from runtime.shm import SHM_DIR
+from runtime.store.shm import SHM_DIR
 from tests.conftest import community_graph
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -49,7 +49,7 @@ def local_cluster(tmp_path):
 def leftovers(job_id: str) -> tuple[list, list]:
     """Processes of the job (by their environment), and its files on this host: shared
     memory and the trainers' sampler socket folders."""
-    from runtime.shm import sampler_dirs
+    from runtime.store.shm import sampler_dirs
 
     shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*")) + sampler_dirs(job_id)
     procs = []

@@ -12,8 +12,8 @@ import pytest
 
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
-from runtime.ip_config import write_ip_config
-from runtime.shm import job_files
+from runtime.rpc.ip_config import write_ip_config
+from runtime.store.shm import job_files
 from tests.runtime.conftest import REPO, Cluster, free_port_range
 
 pytestmark = pytest.mark.multiprocess

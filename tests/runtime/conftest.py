@@ -18,8 +18,8 @@ import pytest
 
 from partitioner import partition_graph
 from runtime.env import RuntimeEnv
-from runtime.ip_config import write_ip_config
-from runtime.shm import job_files
+from runtime.rpc.ip_config import write_ip_config
+from runtime.store.shm import job_files
 from tests.conftest import community_graph
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,9 +96,9 @@ class Cluster:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until every server answers the handshake (as the launcher's readiness probe)."""
-        from runtime.client import ServerPool
         from runtime.errors import DistError
-        from runtime.ip_config import read_ip_config
+        from runtime.rpc.client import ServerPool
+        from runtime.rpc.ip_config import read_ip_config
 
         pool = ServerPool(read_ip_config(self.ip_config), self.num_servers, self.token,
                           self.timeout, client_name="probe", keeps_server=False)
@@ -148,7 +148,7 @@ def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2) -> Iterator
     for p in c.procs:
         assert p.poll() is not None, "a server process survived the test"
     # A SIGKILLed main server cannot clean up: that is the launcher's job (dglctl stop).
-    from runtime.shm import ShmArena
+    from runtime.store.shm import ShmArena
 
     for m in range(len(ips)):
         ShmArena(c.job_id, m).cleanup()
@@ -166,18 +166,19 @@ def cluster(two_part_graph, tmp_path):
 def trainer(monkeypatch, cluster):
     """This test process as the one trainer of machine 0 (runtime.dist_graph, initialized)."""
     import runtime.dist_graph as dg
+    from runtime.context import exit_client, initialize
 
     for k, v in cluster.env("trainer", 0).items():
         monkeypatch.setenv(k, v)
-    dg.initialize()
+    initialize()
     yield dg
-    dg.exit_client()
+    exit_client()
 
 
 @pytest.fixture
 def standalone(two_part_graph, tmp_path_factory):
     """The same graph partitioned into one part, for standalone mode."""
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g, _ = two_part_graph
     out = tmp_path_factory.mktemp("one") / "parts"

@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from runtime.block import NID
-from runtime.dataloader import DistDataLoader, DistNodeDataLoader
 from runtime.errors import DistError
-from runtime.neighbor_sampler import NeighborSampler
+from runtime.loader.dataloader import DistDataLoader, DistNodeDataLoader
+from runtime.sampling.block import NID
+from runtime.sampling.neighbor import NeighborSampler
 
 
 def test_batches_cover_ids_once():
@@ -32,7 +32,7 @@ def _blocks_signature(blocks):
 
 
 def test_sampler_processes_match_in_process(standalone):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     dg.DistGraph("g", part_config=str(standalone))  # the graph the sampler uses
     ids = np.arange(0, 600, 2)
@@ -56,7 +56,7 @@ def test_sampler_processes_match_in_process(standalone):
 
 
 def test_node_dataloader_yields_dgl_triples(standalone):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g = dg.DistGraph("g", part_config=str(standalone))
     loader = DistNodeDataLoader(g, np.arange(50), NeighborSampler([4, 4]), batch_size=20,
@@ -92,8 +92,8 @@ def test_sampler_error_and_death_are_reported(standalone):
 
 
 def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
-    import runtime.dist_graph as dg
-    from runtime.edge_dataloader import DistEdgeDataLoader
+    import runtime as dg
+    from runtime.loader.edge_dataloader import DistEdgeDataLoader
 
     g = dg.DistGraph("g", part_config=str(standalone))
     eids = np.arange(0, g.num_edges(), 5)
@@ -116,8 +116,8 @@ def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
 
 
 def test_edge_batches_cross_sampler_processes(standalone):
-    import runtime.dist_graph as dg
-    from runtime.edge_dataloader import DistEdgeDataLoader
+    import runtime as dg
+    from runtime.loader.edge_dataloader import DistEdgeDataLoader
 
     g = dg.DistGraph("g", part_config=str(standalone))
     loader = DistEdgeDataLoader(g, np.arange(200), NeighborSampler([3]), batch_size=50,
@@ -130,7 +130,7 @@ def test_edge_batches_cross_sampler_processes(standalone):
 
 
 def _loader(kind, g):
-    from runtime.edge_dataloader import DistEdgeDataLoader
+    from runtime.loader.edge_dataloader import DistEdgeDataLoader
 
     if kind == "ids":
         return DistDataLoader(np.arange(60), 20, collate_fn=NeighborSampler([2]).sample_blocks,
@@ -153,7 +153,7 @@ def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
     running until the trainer exited: one more process per loader, each holding a fork of
     the trainer's memory. Dropping the last reference stops them, without waiting for the
     cyclic garbage collector (switched off here)."""
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g = dg.DistGraph("g", part_config=str(standalone))
     gc.disable()
@@ -170,7 +170,7 @@ def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
 def test_a_forked_child_never_stops_the_parents_samplers(standalone):
     """A sampler of one loader is a fork of the trainer holding every other loader's pool;
     if it collected one of them, it must not stop that pool's workers (the parent's)."""
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     dg.DistGraph("g", part_config=str(standalone))
     loader = _loader("ids", None)

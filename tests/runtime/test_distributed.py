@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from partitioner.loader import load_orig_ids
-from runtime.client import ServerPool
-from runtime.errors import HandshakeError, PeerTimeout, RemoteError
-from runtime.ip_config import read_ip_config
-from runtime.shm import job_files
+from runtime.errors import DistError, HandshakeError, PeerTimeout
+from runtime.rpc.client import ServerPool
+from runtime.rpc.ip_config import read_ip_config
+from runtime.rpc.messages import Pull
+from runtime.store.shm import job_files
 
 pytestmark = pytest.mark.multiprocess
 
@@ -54,9 +55,9 @@ def test_pull_of_rows_outside_the_tensor_is_refused(cluster):
     pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, 3.0)
     pool.connect()
     try:
-        with pytest.raises(RemoteError, match=r"outside \[0, "):
-            pool.call(1, 0, {"op": "pull", "name": "_N/feat", "stream": 1 << 20},
-                      [np.array([0, -1])])
+        # The server's own error class comes back (DistError), with its message.
+        with pytest.raises(DistError, match=r"outside \[0, "):
+            pool.call(1, 0, Pull("_N/feat", 1 << 20, np.array([0, -1])))
     finally:
         pool.close()
 
@@ -85,9 +86,8 @@ def test_push_is_seen_by_another_client(trainer, cluster):
     pool.connect()
     book = g.get_partition_book()
     m = int(book.nid2partid(np.array([599]))[0])
-    _, arrays = pool.call(m, 1, {"op": "pull", "name": "_N/feat"},
-                          [book.nid2localnid(np.array([599]), m)])
-    np.testing.assert_array_equal(arrays[0][0], np.arange(10, 15, dtype=np.float32) + 2)
+    reply = pool.call(m, 1, Pull("_N/feat", ids=book.nid2localnid(np.array([599]), m)))
+    np.testing.assert_array_equal(reply.rows[0], np.arange(10, 15, dtype=np.float32) + 2)
     pool.close()
 
 
@@ -138,7 +138,7 @@ def test_servers_exit_and_clean_up_when_clients_leave(cluster):
 def test_two_trainers_barrier_and_shared_pushes(cluster):
     script = textwrap.dedent("""
         import sys, numpy as np, torch
-        import runtime.dist_graph as dg
+        import runtime as dg
         from runtime.dist_tensor import DistTensor
         dg.initialize()
         g = dg.DistGraph("g")

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from runtime.sparse_update import apply_update
+from runtime.store.sparse_update import apply_update
 
 
 @pytest.mark.parametrize("opt_name,lr", [("SparseAdam", 0.1), ("SparseAdagrad", 0.5)])
 def test_embedding_learns_standalone(standalone, opt_name, lr):
-    import runtime.dist_graph as dg
+    import runtime as dg
     import runtime.optim as optim
     from runtime.embedding import DistEmbedding
 

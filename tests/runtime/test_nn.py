@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runtime.block import Block, to_block
 from runtime.nn import SAGE, GATConv, HeteroConv, SAGEConv, relation_block, to_pyg
+from runtime.sampling.block import Block, to_block
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import kernels
+from runtime.sampling import kernels
 
 DTYPES = [np.float32, np.float64, np.int64, np.int32, np.float16, bool, np.int8, np.complex128]
 SHAPES = [(300,), (300, 7), (300, 3, 5), (300, 0)]

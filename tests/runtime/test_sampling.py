@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from partitioner.loader import load_orig_ids
-from runtime.block import NID
-from runtime.neighbor_sampler import NeighborSampler, sample_neighbors
-from runtime.sampling import node_keys, sample_etype
+from runtime.sampling.block import NID
+from runtime.sampling.draws import node_keys, sample_etype
+from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
 
 ET = ("_N", "_E", "_N")
 
@@ -70,7 +70,7 @@ def _orig_edges(cfg, sampled):
 
 
 def test_standalone_sampling_edges_exist(standalone, two_part_graph):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_in, _ = two_part_graph
     g = dg.DistGraph("g", part_config=str(standalone))
@@ -84,7 +84,7 @@ def test_standalone_sampling_edges_exist(standalone, two_part_graph):
 
 
 def test_blocks(standalone):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g = dg.DistGraph("g", part_config=str(standalone))
     seeds = np.array([5, 17, 42, 99])
@@ -104,7 +104,7 @@ def test_blocks(standalone):
 
 
 def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_one = dg.DistGraph("g", part_config=str(standalone))  # standalone context
     for k, v in cluster.env("trainer", 0).items():
@@ -124,8 +124,8 @@ def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
 
 @pytest.mark.parametrize("fanout", [0, 1, 5, 25])
 def test_compiled_sampler_equals_the_numpy_reference(fanout):
-    from runtime import kernels
-    from runtime.sampling import node_keys, sample_uniform_numpy
+    from runtime.sampling import kernels
+    from runtime.sampling.draws import node_keys, sample_uniform_numpy
 
     rng = np.random.default_rng(fanout)
     deg = rng.integers(0, 3 * fanout + 3, 5000)  # below, at and above the fanout
@@ -140,7 +140,7 @@ def test_compiled_sampler_equals_the_numpy_reference(fanout):
 
 
 def test_compiled_relabel_keeps_first_appearance_order():
-    from runtime import kernels
+    from runtime.sampling import kernels
 
     ids = np.random.default_rng(0).integers(0, 500, 3000)
     empty = np.iinfo(np.int64).max

@@ -9,10 +9,10 @@ import pytest
 from partitioner import partition_graph
 from partitioner.errors import OutEdgesMissing
 from partitioner.loader import load_orig_ids
-from runtime.block import NID
 from runtime.errors import DistError
-from runtime.neighbor_sampler import NeighborSampler, sample_neighbors
-from runtime.sampling import node_keys, sample_etype
+from runtime.sampling.block import NID
+from runtime.sampling.draws import node_keys, sample_etype
+from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
 from tests.conftest import hetero_graph
 from tests.runtime.conftest import running_cluster
 
@@ -49,7 +49,7 @@ def test_kernel_excludes_edge_ids():
 
 
 def test_out_sampling_standalone(standalone, two_part_graph):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_in, _ = two_part_graph
     g = dg.DistGraph("g", part_config=str(standalone))
@@ -87,7 +87,7 @@ def test_out_sampling_standalone(standalone, two_part_graph):
 
 def test_out_degrees_equal_the_input_standalone_and_distributed(standalone, cluster,
                                                                  two_part_graph, monkeypatch):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_in, _ = two_part_graph
     want_in = np.bincount(g_in.edges[ET][0], minlength=600)
@@ -104,7 +104,7 @@ def test_out_degrees_equal_the_input_standalone_and_distributed(standalone, clus
 
 
 def test_out_standalone_equals_distributed(standalone, cluster, monkeypatch):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_one = dg.DistGraph("g", part_config=str(standalone))
     for k, v in cluster.env("trainer", 0).items():
@@ -134,7 +134,7 @@ def test_out_standalone_equals_distributed(standalone, cluster, monkeypatch):
 
 
 def test_out_blocks(standalone):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g = dg.DistGraph("g", part_config=str(standalone))
     seeds = np.array([5, 17, 42, 99])
@@ -157,7 +157,7 @@ def test_out_blocks(standalone):
 
 
 def test_written_without_out_edges(tmp_path, two_part_graph):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_in, _ = two_part_graph
     partition_graph(g_in, "g", 1, tmp_path / "p", out_edges=False)
@@ -210,7 +210,7 @@ def _check_hetero(g, g_in, seeds):
 
 
 def test_hetero_out_standalone_equals_distributed(hetero_parts, tmp_path, monkeypatch):
-    import runtime.dist_graph as dg
+    import runtime as dg
 
     g_in, one, two = hetero_parts
     dg.exit_client()

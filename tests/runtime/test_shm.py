@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from runtime.errors import ShmError
-from runtime.ip_config import write_ip_config
-from runtime.shm import ShmArena
+from runtime.rpc.ip_config import write_ip_config
+from runtime.store.shm import ShmArena
 
 from .conftest import REPO, Cluster, free_port_range
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from partitioner import load_partition_book, partition_graph
-from runtime.client import ServerPool
-from runtime.ip_config import read_ip_config
-from runtime.shm import job_files
+from runtime.rpc.client import ServerPool
+from runtime.rpc.ip_config import read_ip_config
 from runtime.split import edge_split, node_split
+from runtime.store.shm import job_files
 from tests.conftest import hetero_graph
 
 
@@ -53,8 +53,8 @@ def test_edge_split(two_part_graph):
 
 
 def test_hetero_sampling_per_etype_fanout(tmp_path, monkeypatch):
-    import runtime.dist_graph as dg
-    from runtime.neighbor_sampler import NeighborSampler, sample_neighbors
+    import runtime as dg
+    from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
 
     monkeypatch.setenv("WORLD_SIZE", "1")
     gin = hetero_graph()

@@ -11,9 +11,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .errors import DistError
+from ..errors import DistError
 
-PROTOCOL_VERSION = 2  # 2: pulls streamed in pieces, out-edge sampling and degrees
+PROTOCOL_VERSION = 3  # 3: typed messages (runtime.rpc.messages), errors as {type, message, hint}
 
 
 def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ...] = ()) -> list:

@@ -1,4 +1,5 @@
-"""``Block``: a message-flow graph of one GNN layer, from source nodes to destination nodes.
+"""``Block``: a message-flow graph of one GNN layer, from source nodes to destination nodes;
+``PairGraph``: the edges between a batch's seed nodes (link prediction).
 
 As in DGL, the destination nodes are also the first source nodes (so a layer can read the
 destination nodes' own features as ``h[:num_dst_nodes]``), node ids in ``srcdata[NID]`` /
@@ -8,6 +9,7 @@ Heterogeneous blocks keep one id list per node type and one edge list per canoni
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,33 +39,62 @@ class _NodeSpace:
         return _NodeData(self._data[ntype])
 
 
-class _TypedData(dict):
-    """``srcdata`` / ``dstdata``: for one node type, ``data[key]`` is a tensor; for several,
-    ``data[key]`` is a dict keyed by node type (DGL's behaviour)."""
+class _TypedData(MutableMapping):
+    """``srcdata`` / ``dstdata`` / ``edata``: a real mapping over the per-type dicts of a block.
 
-    def __init__(self, per_type: dict[str, dict[str, torch.Tensor]]) -> None:
-        super().__init__()
+    With one type, ``data[key]`` is that type's tensor; with several, it is a dict keyed by
+    type holding the types that have ``key`` (DGL's behaviour), and assignment takes such a
+    dict. Keys are the union over the types.
+    """
+
+    def __init__(self, per_type: dict[Any, dict[str, torch.Tensor]]) -> None:
         self._per_type = per_type
 
+    def _only(self) -> dict[str, torch.Tensor] | None:
+        return next(iter(self._per_type.values())) if len(self._per_type) == 1 else None
+
     def __getitem__(self, key: str):
-        if len(self._per_type) == 1:
-            return next(iter(self._per_type.values()))[key]
-        return {t: d[key] for t, d in self._per_type.items() if key in d}
+        only = self._only()
+        if only is not None:
+            return only[key]
+        found = {t: d[key] for t, d in self._per_type.items() if key in d}
+        if not found:
+            raise KeyError(key)
+        return found
 
     def __setitem__(self, key: str, value) -> None:
         if isinstance(value, dict):
+            unknown = [t for t in value if t not in self._per_type]
+            if unknown:
+                raise KeyError(f"unknown type(s) {unknown}; have {list(self._per_type)}")
             for t, v in value.items():
                 self._per_type[t][key] = v
-        else:
-            if len(self._per_type) != 1:
-                raise KeyError("several node types: assign a dict keyed by node type")
-            next(iter(self._per_type.values()))[key] = value
+            return
+        only = self._only()
+        if only is None:
+            raise KeyError("several types: assign a dict keyed by type")
+        only[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        for d in self._per_type.values():
+            d.pop(key, None)
 
     def __contains__(self, key: object) -> bool:
         return any(key in d for d in self._per_type.values())
 
-    def keys(self):
-        return {k for d in self._per_type.values() for k in d}
+    def __iter__(self) -> Iterator[str]:
+        seen: dict[str, None] = {}
+        for d in self._per_type.values():
+            seen.update(dict.fromkeys(d))
+        return iter(seen)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self)!r})"
 
 
 class Block:
@@ -88,8 +119,12 @@ class Block:
         self._num_dst = dict(num_dst)
         self._edges = {et: (s, d) for et, (s, d, _) in edges.items()}
         self._edata = {et: {EID: e} for et, (_, _, e) in edges.items()}
+        self._views()
+
+    def _views(self) -> None:
         self.srcdata = _TypedData(self._src_data)
         self.dstdata = _TypedData(self._dst_data)
+        self.edata = _TypedData(self._edata)
         self.srcnodes = _NodeSpace(self._src_data)
         self.dstnodes = _NodeSpace(self._dst_data)
 
@@ -150,10 +185,6 @@ class Block:
         """``(src, dst)`` local indices of the edges of ``etype``."""
         return self._edges[self._etype(etype)]
 
-    @property
-    def edata(self) -> dict[str, torch.Tensor]:
-        return self._edata[self._etype(None)]
-
     def edge_ids(self, etype: Any = None) -> torch.Tensor:
         """The graph's edge ids (per type) of this block's edges."""
         return self._edata[self._etype(etype)][EID]
@@ -190,10 +221,7 @@ class Block:
                       for et, (s, d) in self._edges.items()}
         out._edata = {et: {k: v.to(device, **kwargs) for k, v in d.items()}
                       for et, d in self._edata.items()}
-        out.srcdata = _TypedData(out._src_data)
-        out.dstdata = _TypedData(out._dst_data)
-        out.srcnodes = _NodeSpace(out._src_data)
-        out.dstnodes = _NodeSpace(out._dst_data)
+        out._views()
         return out
 
     def __repr__(self) -> str:
@@ -278,3 +306,30 @@ def _dst_local(dst_nodes: np.ndarray, dst_local_of_nodes: np.ndarray, dst: np.nd
         return out
     order = np.argsort(dst_nodes)
     return dst_local_of_nodes[order[np.searchsorted(dst_nodes, dst, sorter=order)]]
+
+
+@dataclass
+class PairGraph:
+    """Edges between the seed nodes of a batch, as local index pairs (DGL's pair graph)."""
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    nids: torch.Tensor
+    eids: torch.Tensor | None = None
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.src, self.dst
+
+    def num_edges(self) -> int:
+        return int(self.src.shape[0])
+
+    def num_nodes(self) -> int:
+        return int(self.nids.shape[0])
+
+    @property
+    def ndata(self) -> dict[str, torch.Tensor]:
+        return {NID: self.nids}
+
+    @property
+    def edata(self) -> dict[str, torch.Tensor]:
+        return {} if self.eids is None else {EID: self.eids}

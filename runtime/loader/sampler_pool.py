@@ -28,10 +28,13 @@ import torch
 import zmq
 from zmq.utils import garbage as zmq_garbage
 
+from ..context import get_context
+from ..errors import DistError, PeerTimeout
+from ..rpc.client import ServerPool
+from ..rpc.wire import pack, unpack
+from ..sampling.neighbor import set_batch_key
+from ..store.shm import sampler_dir_prefix
 from .batch_codec import decode, encode
-from .errors import DistError, PeerTimeout
-from .shm import sampler_dir_prefix
-from .wire import pack, unpack
 
 _PR_SET_PDEATHSIG = 1
 _INHERITED: list[Any] = []
@@ -88,8 +91,6 @@ class SamplerPool:
 
     def __init__(self, collate_fn: Callable[[Any], Any], num_workers: int, prefetch: int,
                  timeout: float | None = None) -> None:
-        from .dist_graph import get_context
-
         self.num_workers = num_workers
         self.prefetch = max(prefetch, num_workers)
         ctx = get_context()
@@ -173,9 +174,6 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
     torch.set_num_threads(1)
-    from .dist_graph import get_context
-    from .neighbor_sampler import set_batch_key
-
     # pyzmq's zero-copy garbage collector drops the parent's socket on its first use in a
     # child; collecting it would close a socket of the parent's context (and warn "Unclosed
     # socket" in the trainer's output). Keep it referenced, as the parent's sockets below.
@@ -183,8 +181,6 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
     ctx = get_context()
     if ctx.pool is not None:
         # The parent's sockets belong to the parent; a forked child makes its own.
-        from .client import ServerPool
-
         old = ctx.pool
         # Keep the parent's sockets referenced until os._exit: closing or collecting them in
         # the child would touch the parent's ZeroMQ context, which has no threads here.

@@ -8,42 +8,15 @@ and negative pair graphs hold edges between the batch's seed nodes (local indice
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from .block import EID, NID
+from ..errors import DistError
+from ..sampling.block import NID, PairGraph
+from ..sampling.neighbor import current_batch_key
 from .dataloader import DistDataLoader
-from .errors import DistError
-
-
-@dataclass
-class PairGraph:
-    """Edges between the seed nodes of a batch, as local index pairs (DGL's pair graph)."""
-
-    src: torch.Tensor
-    dst: torch.Tensor
-    nids: torch.Tensor
-    eids: torch.Tensor | None = None
-
-    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.src, self.dst
-
-    def num_edges(self) -> int:
-        return int(self.src.shape[0])
-
-    def num_nodes(self) -> int:
-        return int(self.nids.shape[0])
-
-    @property
-    def ndata(self) -> dict[str, torch.Tensor]:
-        return {NID: self.nids}
-
-    @property
-    def edata(self) -> dict[str, torch.Tensor]:
-        return {} if self.eids is None else {EID: self.eids}
 
 
 class UniformNegative:
@@ -97,10 +70,8 @@ class _EdgeBatches:
         self.calls = 0
 
     def __call__(self, eids: torch.Tensor):
-        from .neighbor_sampler import _batch_key
-
         self.calls += 1
-        key = _batch_key or (0, self.calls)
+        key = current_batch_key() or (0, self.calls)
         rng = np.random.default_rng([self.seed, key[0], key[1]])
         src, dst = (t.numpy() for t in self.g.find_edges(eids))
         neg_src, neg_dst = self.negative(src, self.g.num_nodes(), rng)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DistError
+from ..errors import DistError
 
 KINDS = ("adagrad", "adam")
 

@@ -15,6 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..context import get_context
+from ..sampling.neighbor import set_batch_key
+from .sampler_pool import SamplerPool
+
 
 def _agreed_batches(local: int) -> int:
     import torch.distributed as dist
@@ -87,16 +91,12 @@ class DistDataLoader:
         if self.collate_fn is None:
             return iter(torch.from_numpy(b) for b in batches)
         if self.num_samplers > 0:
-            from .sampler_pool import SamplerPool
-
             if self._workers is None:
                 self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.prefetch)
             return self._workers.run(batches, epoch_key=epoch)
         return self._in_process(batches, epoch)
 
     def _in_process(self, batches: list[np.ndarray], epoch: int) -> Iterator[Any]:
-        from .neighbor_sampler import set_batch_key
-
         for i, b in enumerate(batches):
             set_batch_key((epoch, i))
             try:
@@ -115,8 +115,6 @@ class DistDataLoader:
 def _num_samplers(requested: int | None) -> int:
     if requested is not None:
         return requested
-    from .dist_graph import get_context
-
     env = get_context().env
     return env.num_samplers if env is not None else 0
 

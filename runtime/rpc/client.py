@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import zmq
 
-from . import __version__
-from .errors import HandshakeError, PeerTimeout, RemoteError
+from partitioner.version import __version__
+
+from ..errors import DistError, HandshakeError, PeerTimeout, ProtocolError, from_wire
 from .ip_config import Machine
-from .wire import PROTOCOL_VERSION, pack, unpack
+from .messages import ErrorReply, Hello, Message, Ping, PullPiece, decode, encode
+from .wire import PROTOCOL_VERSION
 
 PING_INTERVAL = 1.0
 
@@ -30,10 +32,9 @@ class Request:
 
     machine_id: int
     server_id: int
-    header: dict[str, Any]
-    arrays: list[np.ndarray]
-    # Called with (row0, rows) for each piece of a streamed reply (a pull sent with
-    # ``stream: <piece bytes>``) as it arrives, so the copy overlaps the rest of the transfer.
+    message: Message
+    # Called with (row0, rows) for each piece of a streamed reply (a ``Pull`` with
+    # ``stream=<piece bytes>``) as it arrives, so the copy overlaps the rest of the transfer.
     sink: Callable[[int, np.ndarray], None] | None = None
 
 
@@ -69,33 +70,32 @@ class ServerPool:
 
     def connect(self, connect_timeout: float | None = None) -> None:
         """Handshake with every server (they may still be starting: wait up to the timeout)."""
-        reqs = [
-            Request(m, k, {"op": "hello", "token": self.token, "version": PROTOCOL_VERSION,
-                           "runtime": __version__, "client": self.client_name,
-                           "keeps_server": self.keeps_server}, [])
-            for (m, k) in self._socks
-        ]
+        hello = Hello(self.token, PROTOCOL_VERSION, __version__, self.client_name,
+                      self.keeps_server)
+        reqs = [Request(m, k, hello) for (m, k) in self._socks]
         try:
             self.call_many(reqs, timeout=connect_timeout or self.timeout)
-        except RemoteError as e:
-            raise HandshakeError(str(e)) from None
+        except (HandshakeError, PeerTimeout):
+            raise
+        except DistError as e:
+            raise HandshakeError(e.message, e.hint) from None
 
     def pick(self, machine_id: int) -> int:
         """A server of ``machine_id``: requests are spread over its main and backup servers."""
         return next(self._rr) % self.num_servers
 
-    def call(self, machine_id: int, server_id: int, header: dict[str, Any],
-             arrays: list[np.ndarray] | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def call(self, machine_id: int, server_id: int, message: Message) -> Message:
         """One request, one reply."""
-        return self.call_many([Request(machine_id, server_id, header, list(arrays or []))])[0]
+        return self.call_many([Request(machine_id, server_id, message)])[0]
 
     def call_many(
         self, reqs: list[Request], timeout: float | None = None, max_wait: float | None = None
-    ) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+    ) -> list[Message]:
         """Send every request, then collect every reply (in request order).
 
         A server that stays silent — no reply and no answer to pings — for ``timeout`` seconds
-        raises PeerTimeout naming it; an error reply raises RemoteError naming it. A reply that
+        raises PeerTimeout naming it; an error reply raises the server's error class, naming
+        the server. A reply that
         a live server withholds (a barrier whose peers never arrive) is waited for at most
         ``max_wait`` seconds (default: ``timeout``).
         """
@@ -110,8 +110,7 @@ class ServerPool:
         where: dict[int, tuple[int, int]] = {}
         for i, r in enumerate(reqs):
             rid = next(self._ids)
-            header = dict(r.header, id=rid)
-            self._socks[(r.machine_id, r.server_id)].send_multipart(pack(header, r.arrays),
+            self._socks[(r.machine_id, r.server_id)].send_multipart(encode(r.message, id=rid),
                                                                      copy=False)
             pending[rid] = i
             where[rid] = (r.machine_id, r.server_id)
@@ -138,7 +137,7 @@ class PendingReplies:
         self.started = time.monotonic()
         self.pieces: dict[int, int] = {}
 
-    def collect(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+    def collect(self) -> list[Message]:
         """Wait for every reply (see ``ServerPool.call_many`` for the error rules)."""
         pool, reqs, pending, where = self.pool, self.reqs, self.pending, self.where
         timeout, max_wait, started = self.timeout, self.max_wait, self.started
@@ -151,7 +150,7 @@ class PendingReplies:
         heard = {key: now for key in keys}
         pinged = {key: now for key in keys}
         pings: set[int] = set()
-        errors: list[str] = []
+        errors: list[tuple[tuple[int, int], ErrorReply]] = []
         while pending:
             events = dict(poller.poll(100))
             now = time.monotonic()
@@ -164,28 +163,27 @@ class PendingReplies:
                         frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
-                    header, arrays = unpack(frames)
+                    reply, envelope = decode(frames)
                     heard[key] = now
-                    rid = header.get("id")
+                    rid = envelope.get("id")
                     if rid in pings:
                         pings.discard(rid)
                         continue
                     if rid not in pending:
                         continue  # a late reply of an abandoned request
                     idx = pending[rid]
-                    if "chunks" in header and "error" not in header:
-                        if not self._piece(idx, header, arrays):
+                    if isinstance(reply, PullPiece):
+                        if not self._piece(idx, reply):
                             continue  # more pieces of this reply to come
-                        header, arrays = {"id": rid}, []
                     del pending[rid]
-                    if "error" in header:
-                        errors.append(f"{pool.describe(*key)}: {header['error']}")
-                    results[idx] = (header, arrays)
+                    if isinstance(reply, ErrorReply):
+                        errors.append((key, reply))
+                    results[idx] = reply
             waiting = {where[rid] for rid in pending}
             if waiting and now - started > max_wait:
                 names = ", ".join(pool.describe(*k) for k in sorted(waiting))
                 raise PeerTimeout(
-                    f"{names}: no reply to {reqs[pending[min(pending)]].header.get('op')!r} "
+                    f"{names}: no reply to {reqs[pending[min(pending)]].message.op!r} "
                     f"within {max_wait:.0f}s although the server is alive",
                     hint="a barrier whose other participants never arrived (a trainer died?)",
                 )
@@ -199,17 +197,20 @@ class PendingReplies:
                     # Long waits (a barrier) stay alive while the server answers pings.
                     rid = next(pool._ids)
                     pings.add(rid)
-                    pool._socks[key].send_multipart(pack({"op": "ping", "id": rid}))
+                    pool._socks[key].send_multipart(encode(Ping(), id=rid))
                     pinged[key] = now
         if errors:
-            raise RemoteError("; ".join(errors))
+            # Raised as the first server's error class; the message names every server.
+            first = errors[0][1]
+            text = "; ".join(f"{pool.describe(*key)}: {e.message}" for key, e in errors)
+            raise from_wire(first.type, text, first.hint)
         return results
 
-    def _piece(self, idx: int, header: dict[str, Any], arrays: list[np.ndarray]) -> bool:
+    def _piece(self, idx: int, piece: PullPiece) -> bool:
         """Hand one piece of a streamed reply to its request's sink; True once all arrived."""
         sink = self.reqs[idx].sink
         if sink is None:
-            raise RemoteError(f"a streamed reply to request {idx} that has no sink")
-        sink(int(header["row0"]), arrays[0])
+            raise ProtocolError(f"a streamed reply to request {idx} that has no sink")
+        sink(piece.row0, piece.rows)
         self.pieces[idx] = self.pieces.get(idx, 0) + 1
-        return self.pieces[idx] == int(header["chunks"])
+        return self.pieces[idx] == piece.chunks

@@ -9,6 +9,7 @@ both directions are answered by the seed's machine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,12 +17,13 @@ import torch
 
 from partitioner.loader import check_out_edges
 
-from . import kernels
-from .block import Block, to_block
-from .client import Request
-from .dist_graph import DistGraph
-from .errors import DistError
-from .sampling import OUT_SALT, sample_on_part
+from ..context import get_context
+from ..dist_graph import DistGraph
+from ..errors import DistError
+from ..routing import route, split_by_owner
+from ..rpc import messages as msg
+from .block import NID, Block, to_block
+from .draws import OUT_SALT
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -81,7 +83,7 @@ def sample_neighbors(
     book = g.get_partition_book()
     excl = _exclusions(g, exclude_edges)
     seed_end = 0 if out_dir else 2  # which end of an edge type the seeds are
-    work: dict[int, list[tuple[int, CanonicalEtype, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    work: dict[int, _MachineWork] = {}
     results: dict[CanonicalEtype, list[tuple[np.ndarray, ...]]] = {}
     for e, et in enumerate(g.canonical_etypes):
         f = _fanout_of(fanout, et)
@@ -89,42 +91,36 @@ def sample_neighbors(
         if st not in seeds or f == 0:
             continue
         results[et] = []
-        for m, sel, local in g._by_owner(seeds[st], book.nodes, st):
-            sel_ids = seeds[st][sel]
-            work.setdefault(m, []).append((e, et, local, sel_ids, np.asarray(f)))
-    pool = g._ctx.pool
-    reqs, req_meta = [], []
-    for m, items in work.items():
-        if m == g.machine_id:
-            for e, et, local, sel_ids, f in items:
-                key = ":".join(et)
-                if out_dir:
-                    indptr, indices, eids = g._out_csr(key)
-                else:
-                    (indptr, indices), eids = g._csc[key], None
-                weights = g._local_tensor(f"{key}/{prob}") if prob else None
-                key_ids = kernels.gather_rows(g._local_tensor(f"orig:{et[seed_end]}"), local)
-                s_idx, nbr, ids = sample_on_part(
-                    indptr, indices, local, key_ids, _salt(e, out_dir), int(f), replace, seed,
-                    weights, _excluded(excl, book, m, et, out_dir), eids)
-                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, nbr, ids, out_dir))
-            continue
-        arrays = []
-        for _, et, local, _, _ in items:
-            arrays += [local, _excluded(excl, book, m, et, out_dir, empty=True)]
-        header = {"op": "sample", "etypes": [":".join(it[1]) for it in items],
-                  "salts": [_salt(it[0], out_dir) for it in items],
-                  "fanouts": [int(it[4]) for it in items],
-                  "replace": replace, "seed": int(seed), "prob": prob}
-        if out_dir:
-            header["edge_dir"] = "out"
-        reqs.append(Request(m, pool.pick(m), header, arrays))
-        req_meta.append((m, items))
-    if reqs:
-        for (m, items), (_, arrays) in zip(req_meta, pool.call_many(reqs), strict=True):
-            for i, (e, et, _, sel_ids, _) in enumerate(items):
-                s_idx, nbr, ids = arrays[3 * i:3 * i + 3]
-                results[et].append(_finish(book, m, e, et, sel_ids, s_idx, nbr, ids, out_dir))
+        for share in split_by_owner(seeds[st], book.nodes, st):
+            w = work.setdefault(share.machine, _MachineWork(share.machine))
+            w.items.append(_EtypeWork(e, et, share.local, seeds[st][share.sel],
+                                      _excluded(excl, book, share.machine, et, out_dir), f))
+    dir_name = "out" if out_dir else "in"
+
+    def request(w: _MachineWork) -> msg.Sample:
+        return msg.Sample([":".join(it.et) for it in w.items],
+                          [_salt(it.e, out_dir) for it in w.items], [it.fanout for it in w.items],
+                          bool(replace), int(seed), prob, dir_name,
+                          [it.local for it in w.items], [it.excluded for it in w.items])
+
+    def local(w: _MachineWork) -> msg.SampleReply:
+        reply = msg.SampleReply()
+        for it in w.items:
+            s_idx, nbr, ids = g.local.sample(":".join(it.et), it.local, _salt(it.e, out_dir),
+                                             it.fanout, replace, seed, prob, it.excluded,
+                                             dir_name)
+            reply.seed_idx.append(s_idx)
+            reply.nbrs.append(nbr)
+            reply.eids.append(ids)
+        return reply
+
+    def place(w: _MachineWork, reply: msg.SampleReply) -> None:
+        for i, it in enumerate(w.items):
+            results[it.et].append(_finish(book, w.machine, it.e, it.et, it.seeds,
+                                          reply.seed_idx[i], reply.nbrs[i], reply.eids[i],
+                                          out_dir))
+
+    route(g._ctx.pool, g.machine_id, list(work.values()), request, local, place)
     out = {}
     for et, chunks in results.items():
         if len(chunks) == 1:
@@ -135,6 +131,26 @@ def sample_neighbors(
             empty = np.empty(0, np.int64)
             out[et] = (empty, empty, empty)
     return out
+
+
+@dataclass
+class _EtypeWork:
+    """The seeds of one edge type that one machine samples."""
+
+    e: int
+    et: CanonicalEtype
+    local: np.ndarray
+    seeds: np.ndarray
+    excluded: np.ndarray
+    fanout: int
+
+
+@dataclass
+class _MachineWork:
+    """Everything one machine samples in one call: one request carrying every edge type."""
+
+    machine: int
+    items: list[_EtypeWork] = field(default_factory=list)
 
 
 def _check_edge_dir(edge_dir: str, prob: str | None) -> bool:
@@ -177,14 +193,14 @@ def _exclusions(g: DistGraph, exclude_edges: Any) -> dict[str, np.ndarray]:
             for k, v in exclude_edges.items()}
 
 
-def _excluded(excl, book, m, et, out_dir, empty=False):
+def _excluded(excl, book, m, et, out_dir):
     """Excluded edges of ``et`` as machine ``m`` needs them: sorted CSC positions of the edges
     it owns ("in"), or every excluded edge as sorted homogeneous edge ids ("out": a seed's
     out-edges may belong to any machine)."""
     key = ":".join(et)
     ids = excl.get(key)
     if ids is None or len(ids) == 0:
-        return np.empty(0, np.int64) if empty else None
+        return np.empty(0, np.int64)
     if out_dir:
         return np.sort(book.map_to_homo_eid(ids, key))
     e = book.edges.type_index(key)
@@ -194,6 +210,11 @@ def _excluded(excl, book, m, et, out_dir, empty=False):
 
 
 _batch_key: tuple[int, int] | None = None
+
+
+def current_batch_key() -> tuple[int, int] | None:
+    """The (epoch, batch) being sampled, if a loader said so (see ``set_batch_key``)."""
+    return _batch_key
 
 
 def set_batch_key(key: tuple[int, int] | None) -> None:
@@ -246,9 +267,7 @@ class NeighborSampler:
         """The blocks for ``seeds`` (DGL's ``collate_fn`` shape: seeds in, blocks out)."""
         graph = g or self.g
         if graph is None:
-            from .dist_graph import get_context
-
-            graph = get_context().graphs[-1]
+            graph = get_context().current_graph()
         self._calls += 1
         if _batch_key is not None:
             call_seed = (self.seed * 1_000_003 + _batch_key[0]) * 1_000_033 + _batch_key[1]
@@ -266,10 +285,10 @@ class NeighborSampler:
                            for et, (seed_ids, nbr, eid) in sampled.items()}
             block = to_block(dst, sampled, num_nodes)
             blocks.insert(0, block)
-            dst = {t: block._src_data[t]["_ID"].numpy() for t in block.ntypes}
+            dst = {t: block._src_data[t][NID].numpy() for t in block.ntypes}
         return blocks
 
     def sample(self, g: DistGraph, seeds: Any) -> tuple[Any, Any, list[Block]]:
         """DGL 1.x-style ``(input_nodes, output_nodes, blocks)``."""
         blocks = self.sample_blocks(seeds, g)
-        return blocks[0].srcdata["_ID"], blocks[-1].dstdata["_ID"], blocks
+        return blocks[0].srcdata[NID], blocks[-1].dstdata[NID], blocks

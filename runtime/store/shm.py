@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ShmError
+from ..env import DEFAULT_SHM_DIR
+from ..errors import ShmError
 
-SHM_DIR = Path(os.environ.get("DGLCTL_SHM_DIR", "/dev/shm"))
+# The default; a job's processes take theirs from the env contract (``RuntimeEnv.shm_dir``).
+SHM_DIR = Path(DEFAULT_SHM_DIR)
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 

@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .block import Block
-from .edge_dataloader import PairGraph
-from .errors import DistError
+from ..errors import DistError
+from ..sampling.block import EID, NID, Block, PairGraph
 
 
 def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
@@ -32,10 +31,10 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
         if isinstance(x, Block):
             return {
                 "t": "block",
-                "src": {t: leaf(d["_ID"].numpy()) for t, d in x._src_data.items()},
+                "src": {t: leaf(d[NID].numpy()) for t, d in x._src_data.items()},
                 "ndst": x._num_dst,
                 "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()),
-                           leaf(x._edata[et]["_ID"].numpy())]
+                           leaf(x._edata[et][EID].numpy())]
                           for et, (s, d) in x._edges.items()],
             }
         if isinstance(x, PairGraph):

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import IpConfigError
+from ..errors import IpConfigError
 
 DEFAULT_PORT = 30050
 

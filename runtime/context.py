@@ -1,0 +1,94 @@
+"""Process state of a runtime process: ``initialize``, ``exit_client``, ``get_context``.
+
+As DGL's ``dist_context.py``: what ``initialize`` set up (the env contract, the connections to
+the servers, the graphs made since) lives here, below ``DistGraph`` and ``DistTensor``, so that
+both read it without importing each other. In a job started by ``dglctl launch`` the env
+contract says what this process is: a server serves and exits inside ``initialize``; a trainer
+connects to every server. Without the env contract the runtime runs *standalone*: one
+partition, no servers, everything in process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from partitioner.parallel import retain_freed_memory
+
+from .env import RuntimeEnv, set_standalone_torch_env
+from .errors import DistError
+from .rpc.client import ServerPool
+from .rpc.ip_config import read_ip_config
+from .sampling import kernels
+
+
+@dataclass
+class RuntimeContext:
+    """What ``initialize`` set up for this process."""
+
+    env: RuntimeEnv | None
+    pool: ServerPool | None = None
+    graphs: list[Any] = field(default_factory=list)
+
+    @property
+    def standalone(self) -> bool:
+        return self.env is None
+
+    def current_graph(self) -> Any:
+        """The graph made last (DGL's tensors and splits take the partition book from it)."""
+        if not self.graphs:
+            raise DistError("create a DistGraph first (it supplies the partition book)")
+        return self.graphs[-1]
+
+
+_context: RuntimeContext | None = None
+
+
+def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
+    """Start this process's part of the job (DGL's ``dgl.distributed.initialize``).
+
+    Server processes load their partition and serve until the job ends, then exit here.
+    Trainers connect to every server listed in ``ip_config`` (default: the env contract's).
+    Without the launcher's environment, runs standalone (no servers).
+    """
+    global _context
+    env = RuntimeEnv.from_environ()
+    if env is not None and env.role == "server":
+        # Role dispatch: only a server process loads the server (and never torch).
+        from .server.graph_server import run_server
+
+        run_server(env)
+        sys.exit(0)
+    kernels.warm_up()  # at start-up, not in the first sampling step
+    # Each step's features and activations (tens of MB) reuse freed heap instead of being
+    # page-faulted in again (see retain_freed_memory for the figures).
+    retain_freed_memory(1 << 30, large=True)
+    if env is None:
+        _context = RuntimeContext(env=None)
+        set_standalone_torch_env()
+        return
+    machines = read_ip_config(ip_config or env.ip_config)
+    pool = ServerPool(machines, env.num_servers, env.token, env.timeout,
+                      client_name=f"{env.role}-{os.getpid()}")
+    pool.connect()
+    _context = RuntimeContext(env=env, pool=pool)
+    atexit.register(exit_client)
+
+
+def exit_client() -> None:
+    """Close this process's connections (servers exit once every client has gone)."""
+    global _context
+    if _context is not None and _context.pool is not None:
+        _context.pool.close()
+    _context = None
+
+
+def get_context() -> RuntimeContext:
+    """The current context; standalone if ``initialize`` was not called."""
+    global _context
+    if _context is None:
+        _context = RuntimeContext(env=None)
+    return _context

@@ -1,0 +1,104 @@
+"""Split ids by owner machine, ask the other machines, do this machine's part, merge.
+
+Every distributed operation (pull, push, sparse updates, degrees, find_edges, sampling, tensor
+creation) is this one routine, as DGL's ``_distributed_access``: the requests to every other
+machine leave first, in one message per machine; this machine's share is done from shared
+memory while they are in flight; each share's result is placed as it comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from partitioner.partition_book import RangeMap
+
+from .errors import DistError
+from .rpc.client import Request, ServerPool
+from .rpc.messages import Message
+
+
+class Routed(Protocol):
+    """Anything ``route`` can send: it names the machine it belongs to."""
+
+    machine: int
+
+
+@dataclass(frozen=True)
+class Share:
+    """The ids one machine owns: where they sit in the caller's ids (``sel``: a slice or
+    positions) and their ids local to that machine."""
+
+    machine: int
+    sel: slice | np.ndarray
+    local: np.ndarray
+
+
+def split_by_owner(ids: np.ndarray, rmap: RangeMap, type_name: str) -> list[Share]:
+    """Group per-type ``ids`` by owner machine (machines in order; a DistError for ids
+    outside the type's range)."""
+    t = rmap.type_index(type_name)
+    if len(ids):
+        lo, hi = int(ids.min()), int(ids.max())
+        total = int(rmap.typed_start[rmap.num_parts, t])
+        if lo < 0 or hi >= total:
+            raise DistError(f"{type_name!r} id {lo if lo < 0 else hi} is outside [0, {total})")
+        # Fast path (the common local-rows case): every id inside one part's range.
+        m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
+        if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t]:
+            return [Share(m, slice(None), ids - rmap.typed_start[m, t])]
+    owner = np.searchsorted(rmap.typed_start[1:, t], ids, side="right")
+    local = ids - rmap.typed_start[owner, t]
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(rmap.num_parts + 1))
+    shares = []
+    for m in range(rmap.num_parts):
+        if bounds[m] < bounds[m + 1]:
+            sel = order[bounds[m]:bounds[m + 1]]
+            shares.append(Share(m, sel, local[sel]))
+    return shares
+
+
+def route(
+    pool: ServerPool | None,
+    machine_id: int,
+    items: Sequence[Routed],
+    remote: Callable[[Any], Message],
+    local: Callable[[Any], Any] | None = None,
+    place: Callable[[Any, Any], None] | None = None,
+    *,
+    main_server: bool = False,
+    sink: Callable[[Any], Callable[[int, np.ndarray], None]] | None = None,
+) -> None:
+    """Run one operation over ``items`` (each a machine's share).
+
+    Items of other machines (and, without ``local``, this machine's too) become
+    ``remote(item)`` requests, all sent before anything else, to the machine's main server
+    with ``main_server`` (operations that must have one applier per machine), else to any of
+    its servers. Then ``local(item)`` runs for this machine's items while those are in
+    flight, and ``place(item, result)`` receives each local result and each reply.
+    ``sink(item)`` receives a streamed reply's pieces as they arrive (pulls).
+    """
+    remote_items = [it for it in items if local is None or it.machine != machine_id]
+    pending = None
+    if remote_items:
+        if pool is None:
+            raise DistError("this operation needs the job's servers, and there are none",
+                            hint="run through 'dglctl launch' (standalone mode has no servers)")
+        reqs = [Request(it.machine, 0 if main_server else pool.pick(it.machine), remote(it),
+                        sink=sink(it) if sink is not None else None)
+                for it in remote_items]
+        pending = pool.send_many(reqs)
+    if local is not None:
+        for it in items:
+            if it.machine == machine_id:
+                result = local(it)
+                if place is not None:
+                    place(it, result)
+    if pending is not None:
+        for it, reply in zip(remote_items, pending.collect(), strict=True):
+            if place is not None:
+                place(it, reply)

@@ -1,0 +1,1 @@
+"""Neighbour sampling: compiled kernels, keyed draws, blocks and pair graphs, and the distributed sampling API."""
