@@ -2,7 +2,7 @@
 
 Each worker is a fork of the trainer (so ``collate_fn`` and the graph come along without being
 pickled), opens its own connections to the servers, and talks to the trainer over ZeroMQ ipc
-sockets in a private folder, with the batch encoded as msgpack + raw frames. Workers exit when
+sockets in a private folder, with typed messages (tasks in, batches out, encoded by batch_codec). Workers exit when
 told, when their pool is dropped (a loader made per epoch must not leave its workers behind),
 when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
 The trainer never blocks on a dead worker: it checks them while it waits and raises an error
@@ -31,10 +31,45 @@ from zmq.utils import garbage as zmq_garbage
 from ..context import get_context
 from ..errors import DistError, PeerTimeout
 from ..rpc.client import ServerPool
-from ..rpc.wire import pack, unpack
+from ..rpc.messages import Message, array, arrays, decode, encode, message
 from ..sampling.neighbor import set_batch_key
 from ..store.shm import sampler_dir_prefix
-from .batch_codec import decode, encode
+from . import batch_codec
+
+@message("sampler_task")
+class SamplerTask(Message):
+    """Trainer -> sampler: sample batch ``i`` of epoch ``epoch`` from seed ``ids``."""
+
+    epoch: int
+    i: int
+    ids: np.ndarray = array()
+
+
+@message("sampler_stop")
+class SamplerStop(Message):
+    """Trainer -> sampler: exit."""
+
+
+@message("sampler_batch")
+class SampledBatch(Message):
+    """Sampler -> trainer: ``collate_fn``'s result, as ``batch_codec``'s tree and arrays."""
+
+    epoch: int
+    i: int
+    pid: int
+    tree: Any
+    arrays: list[np.ndarray] = arrays()
+
+
+@message("sampler_failed")
+class SamplerFailed(Message):
+    """Sampler -> trainer: ``collate_fn`` raised; its traceback."""
+
+    epoch: int
+    i: int
+    pid: int
+    error: str
+
 
 _PR_SET_PDEATHSIG = 1
 _INHERITED: list[Any] = []
@@ -64,7 +99,7 @@ class _Workers:
             return
         with contextlib.suppress(zmq.ZMQError):
             for _ in self.pids:
-                self.tasks.send_multipart(pack({"stop": True}), zmq.NOBLOCK)
+                self.tasks.send_multipart(encode(SamplerStop()), zmq.NOBLOCK)
         deadline = time.monotonic() + 2.0
         pids = list(self.pids)
         while pids and time.monotonic() < deadline:
@@ -131,23 +166,23 @@ class SamplerPool:
         buffered: dict[int, Any] = {}
         for i in range(len(batches)):
             while sent < len(batches) and sent < i + self.prefetch:
-                self._tasks.send_multipart(pack({"epoch": epoch, "i": sent}, [batches[sent]]))
+                self._tasks.send_multipart(encode(SamplerTask(epoch, sent, batches[sent])))
                 sent += 1
             while i not in buffered:
-                header, arrays = self._receive()
-                if header.get("epoch") != epoch:
+                reply = self._receive()
+                if reply.epoch != epoch:
                     continue  # a batch of an epoch the trainer abandoned
-                if "error" in header:
-                    raise DistError(f"sampler process {header.get('pid')} failed on batch "
-                                    f"{header['i']}:\n{header['error']}")
-                buffered[header["i"]] = decode(header["tree"], arrays)
+                if isinstance(reply, SamplerFailed):
+                    raise DistError(f"sampler process {reply.pid} failed on batch "
+                                    f"{reply.i}:\n{reply.error}")
+                buffered[reply.i] = batch_codec.decode(reply.tree, reply.arrays)
             yield buffered.pop(i)
 
-    def _receive(self) -> tuple[dict, list]:
+    def _receive(self) -> SampledBatch | SamplerFailed:
         deadline = time.monotonic() + self.timeout
         while True:
             if self._results.poll(200):
-                return unpack(self._results.recv_multipart(copy=False))
+                return decode(self._results.recv_multipart(copy=False))[0]  # type: ignore
             self._check_workers()
             if time.monotonic() > deadline:
                 raise PeerTimeout(f"no batch from the {self.num_workers} sampler processes "
@@ -200,18 +235,18 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
                 return 0
             if not tasks.poll(500):
                 continue
-            header, arrays = unpack(tasks.recv_multipart(copy=False))
-            if header.get("stop"):
+            task, _ = decode(tasks.recv_multipart(copy=False))
+            if isinstance(task, SamplerStop):
                 return 0
-            reply = {"epoch": header["epoch"], "i": header["i"], "pid": os.getpid()}
+            assert isinstance(task, SamplerTask)
+            reply: Message
             try:
-                set_batch_key((header["epoch"], header["i"]))
-                tree, out = encode(collate_fn(torch.from_numpy(np.array(arrays[0]))))
-                reply["tree"] = tree
+                set_batch_key((task.epoch, task.i))
+                tree, out = batch_codec.encode(collate_fn(torch.from_numpy(np.array(task.ids))))
+                reply = SampledBatch(task.epoch, task.i, os.getpid(), tree, out)
             except Exception:  # noqa: BLE001 - reported to the trainer with the traceback
-                reply["error"] = traceback.format_exc()
-                out = []
-            results.send_multipart(pack(reply, out))
+                reply = SamplerFailed(task.epoch, task.i, os.getpid(), traceback.format_exc())
+            results.send_multipart(encode(reply))
     finally:
         tasks.close(0)
         results.close()
