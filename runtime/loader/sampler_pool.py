@@ -2,8 +2,8 @@
 
 Each worker is a fork of the trainer (so ``collate_fn`` and the graph come along without being
 pickled), opens its own connections to the servers, and talks to the trainer over ZeroMQ ipc
-sockets in a private folder, with typed messages (tasks in, batches out, encoded by batch_codec). Workers exit when
-told, when their pool is dropped (a loader made per epoch must not leave its workers behind),
+sockets in a private folder with typed messages (tasks in; batches, encoded by batch_codec,
+out). Workers exit when told, when their pool is dropped (a loader made per epoch must not leave its workers behind),
 when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
 The trainer never blocks on a dead worker: it checks them while it waits and raises an error
 naming the worker and its exit status.
@@ -35,6 +35,7 @@ from ..rpc.messages import Message, array, arrays, decode, encode, message
 from ..sampling.neighbor import set_batch_key
 from ..store.shm import sampler_dir_prefix
 from . import batch_codec
+
 
 @message("sampler_task")
 class SamplerTask(Message):
