@@ -3,10 +3,10 @@
 Each worker is a fork of the trainer (so ``collate_fn`` and the graph come along without being
 pickled), opens its own connections to the servers, and talks to the trainer over ZeroMQ ipc
 sockets in a private folder with typed messages (tasks in; batches, encoded by batch_codec,
-out). Workers exit when told, when their pool is dropped (a loader made per epoch must not leave its workers behind),
-when the trainer exits, or when the trainer dies (parent-death signal and a parent check).
-The trainer never blocks on a dead worker: it checks them while it waits and raises an error
-naming the worker and its exit status.
+out). Workers exit when told, when their pool is dropped (a loader made per epoch must not
+leave its workers behind), when the trainer exits, or when the trainer dies (parent-death
+signal and a parent check). The trainer never blocks on a dead worker: it checks them while it
+waits and raises an error naming the worker and its exit status.
 """
 
 from __future__ import annotations
