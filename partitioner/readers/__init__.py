@@ -8,7 +8,8 @@ from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from .chunked import METADATA_NAMES, read_chunked, write_chunked
 from .npz import read_npz, write_npz
-from .text import read_edge_list, write_edge_list
+from .text import read_edge_list
+from .text_writer import write_edge_list
 
 FORMATS = ("npz", "text", "chunked")
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".el")

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
-from .text import check_id_range, parse_edge_columns, write_edge_lines
+from .text import check_id_range, parse_edge_columns
+from .text_writer import write_edge_lines
 
 METADATA_NAMES = ("metadata.json", "meta.json")
 _REQUIRED = (

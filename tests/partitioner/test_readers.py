@@ -22,7 +22,7 @@ from partitioner.readers import (
     write_edge_list,
     write_npz,
 )
-from partitioner.readers.text import format_edge_lines
+from partitioner.readers.text_writer import format_edge_lines
 
 pytestmark = pytest.mark.unit
 
