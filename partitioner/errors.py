@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+EXIT_USAGE = 2  # bad input or options: the user can fix them
+EXIT_INTEGRITY = 3  # a file does not match its recorded checksum or size
+
 
 class PartitionerError(Exception):
     """Root of every error the partitioner raises on purpose.
 
-    ``hint`` is an optional sentence telling the user what to do about it.
+    ``hint`` is an optional sentence telling the user what to do about it; ``exit_code`` is
+    what the CLI exits with (the same three attributes as the runtime's and dglctl's errors).
     """
+
+    exit_code = EXIT_USAGE
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -47,6 +53,8 @@ class PartitionFormatError(PartitionerError):
 
 class ChecksumError(PartitionFormatError):
     """A partition file does not match the size or checksum recorded in the config."""
+
+    exit_code = EXIT_INTEGRITY
 
 
 class OutEdgesMissing(PartitionFormatError):
