@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailable, PartitionerError, PartitionOptionError
-from . import check_csr, check_vweights
+from .checks import check_csr, check_vweights
 
 # ParHIP binary header word 0 is a bit field; a set bit means "absent" or "32-bit":
 # bit 0 no edge weights, 1 no node weights, 2 32-bit edge offsets, 3 32-bit node ids,

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from ..errors import BackendUnavailable, PartitionerError, PartitionOptionError
-from . import check_csr, check_vweights
+from .checks import check_csr, check_vweights
 
 _INSTALL_HINT = (
     "install libmetis: `pip install cmeel-metis` (or `apt-get install libmetis5`), or set "
