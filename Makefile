@@ -1,4 +1,5 @@
-# The two commands in README: `make demo` (main job on a built-in default) and `make test`.
+# The two commands in README: `make demo` (main job on a built-in default) and `make test`
+# (sets itself up on a fresh machine: the virtualenv, and openssh-server for the SSH tests).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -7,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
 
-.PHONY: setup demo test lint bench figures clean
+.PHONY: setup sshd demo test lint layers bench figures clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,14 +22,23 @@ $(BENCH_STAMP): $(STAMP)
 
 setup: $(STAMP)
 
+# /usr/sbin/sshd for the SSH tests (apt-get when missing and root; else fails with the fix).
+sshd:
+	bash tests/setup_sshd.sh
+
 demo: $(STAMP)
 	$(BIN)/python -m dglctl.demo
 
-test: $(STAMP)
+test: $(STAMP) sshd
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check dglctl partitioner runtime tests bench examples
+
+# The packages' structure (no cycles, layers, sizes; DESIGN.md): part of `make test`, and
+# alone in a second.
+layers: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_layers.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/partition_bench.py

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from partitioner.graph import Graph
+
+# Every wait in the tests comes from this one setting: DGLCTL_TEST_TIMEOUT seconds (default 10)
+# is what a process may take to answer or to exit; longer waits (a script's whole run) are
+# multiples of it. Raise it on a slow or busy machine, together with pytest-timeout's per-test
+# limit (`--timeout`, default in pyproject.toml), which must stay above the longest wait here.
+TIMEOUT = float(os.environ.get("DGLCTL_TEST_TIMEOUT", "10"))
+# The runtime's own peer timeout (RuntimeEnv.timeout) in test jobs: short, so that the tests of
+# a dead or silent peer end quickly.
+PEER_TIMEOUT = 0.3 * TIMEOUT
 
 
 def community_graph(n: int = 600, k: int = 4, deg: int = 8, seed: int = 0) -> Graph:
@@ -63,3 +74,35 @@ def small_graph() -> Graph:
 @pytest.fixture
 def small_hetero() -> Graph:
     return hetero_graph()
+
+
+# -- every test says what it needs: exactly one of these markers (pyproject.toml lists them) --
+
+KINDS = ("unit", "multiprocess", "ssh")
+_UNMARKED = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Note each collected test without exactly one of KINDS (module ``pytestmark`` or its
+    own decorator); the session then fails and lists them, after every test has run."""
+    config.stash[_UNMARKED] = [
+        f"{item.nodeid}: {', '.join(found) if found else 'no marker'}"
+        for item in items
+        if len(found := sorted({m.name for m in item.iter_markers() if m.name in KINDS})) != 1
+    ]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.stash.get(_UNMARKED, []) and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    unmarked = config.stash.get(_UNMARKED, [])
+    if unmarked:
+        terminalreporter.section(f"{len(unmarked)} tests need exactly one of "
+                                 f"{', '.join(KINDS)}", sep="!", red=True)
+        terminalreporter.line("add `pytestmark = pytest.mark.<kind>` to the module, or mark "
+                              "each test of a module that mixes kinds:")
+        for line in unmarked:
+            terminalreporter.line("  " + line)

@@ -14,6 +14,7 @@ from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from runtime.rpc.ip_config import write_ip_config
 from runtime.store.shm import job_files
+from tests.conftest import TIMEOUT
 from tests.runtime.conftest import REPO, Cluster, free_port_range
 
 pytestmark = pytest.mark.multiprocess
@@ -36,7 +37,7 @@ def test_standalone(graph, tmp_path):
     partition_graph(graph, "g", 1, tmp_path / "p1")
     proc = subprocess.run([sys.executable, "examples/train_dist.py", *ARGS, "--part-config",
                            str(tmp_path / "p1" / "g.json")], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=12 * TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert "epoch 3" in proc.stdout
     assert _accuracy(proc.stdout) > 0.6  # 8 classes: chance is 0.125
@@ -48,7 +49,7 @@ def test_two_machines(graph, tmp_path):
     base = free_port_range(ips, 1)
     write_ip_config(tmp_path / "ip.txt", [(ip, base) for ip in ips])
     cluster = Cluster(tmp_path / "p2" / "g.json", tmp_path / "ip.txt", ips, num_servers=1,
-                      timeout=10.0)
+                      timeout=TIMEOUT)
     cluster.start_servers()
     master = free_port_range(["127.0.0.1"], 1)
     trainers = []
@@ -60,13 +61,13 @@ def test_two_machines(graph, tmp_path):
             trainers.append(subprocess.Popen([sys.executable, "examples/train_dist.py", *ARGS],
                                              cwd=REPO, env=env, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=180) for p in trainers]
+        outs = [p.communicate(timeout=18 * TIMEOUT) for p in trainers]
         for p, (_, err) in zip(trainers, outs, strict=True):
             assert p.returncode == 0, err
         assert _accuracy(outs[0][0]) > 0.6
         assert "test accuracy" not in outs[1][0], "only rank 0 prints"
         for p in cluster.procs:
-            p.wait(20)  # servers leave once both trainers have gone
+            p.wait(2 * TIMEOUT)  # servers leave once both trainers have gone
         assert job_files(cluster.job_id) == []
     finally:
         for p in trainers:
@@ -81,7 +82,7 @@ def test_link_prediction_auc_rises(tmp_path):
     partition_graph(g, "g", 1, tmp_path / "p1")
     proc = subprocess.run([sys.executable, "examples/train_dist_link.py", "--graph-name", "g",
                            "--part-config", str(tmp_path / "p1" / "g.json"), "--num-epochs", "3"],
-                          cwd=REPO, capture_output=True, text=True, timeout=180)
+                          cwd=REPO, capture_output=True, text=True, timeout=18 * TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     aucs = [float(x) for x in re.findall(r"val AUC ([0-9.]+)", proc.stdout)]
     assert len(aucs) == 3 and aucs[-1] > 0.65 and aucs[-1] > aucs[0], proc.stdout
@@ -95,7 +96,7 @@ def test_hetero_standalone_and_launched(tmp_path, monkeypatch):
         partition_graph(g, "h", n, tmp_path / f"p{n}")
     proc = subprocess.run([sys.executable, "examples/train_dist_hetero.py", "--graph-name", "h",
                            "--part-config", str(tmp_path / "p1" / "h.json")], cwd=REPO,
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=18 * TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert _accuracy(proc.stdout) > 0.6
     # The same script on the local 2-machine cluster, with sampler processes.
@@ -132,7 +133,7 @@ def test_accuracy_parity_standalone_vs_two_by_two(tmp_path, monkeypatch):
     args = ["--graph-name", "g", "--num-epochs", "8", "--fan-out", "5,10", "--lr", "0.01"]
     proc = subprocess.run([sys.executable, "examples/train_dist.py", *args, "--batch-size",
                            "400", "--part-config", str(tmp_path / "p1" / "g.json")], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=30 * TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     single = _accuracy(proc.stdout)
     monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
@@ -145,7 +146,7 @@ def test_accuracy_parity_standalone_vs_two_by_two(tmp_path, monkeypatch):
                                str(REPO / "examples" / "train_dist.py"), "--cluster",
                                str(tmp_path / "c.yaml"), "--part-config",
                                str(tmp_path / "p2" / "g.json"), "--", *args, "--batch-size",
-                               "100"], stdout=f, stderr=subprocess.STDOUT, timeout=300,
+                               "100"], stdout=f, stderr=subprocess.STDOUT, timeout=30 * TIMEOUT,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, log.read_text()
     distributed = _accuracy(log.read_text())

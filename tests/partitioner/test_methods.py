@@ -19,8 +19,7 @@ from partitioner.errors import (
 from partitioner.methods import METHODS, assign_parts
 from partitioner.methods import random as random_method
 from partitioner.symmetric import symmetric_csr
-
-pytestmark = pytest.mark.unit
+from tests.conftest import TIMEOUT
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +77,7 @@ def edge_cut(indptr, indices, parts):
 # ---- symmetric_csr ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_symmetric_csr_tiny_with_loops_and_duplicates():
     src = np.array([0, 1, 1, 2, 2, 3, 0, 4, 4])
     dst = np.array([1, 0, 1, 3, 3, 2, 2, 4, 0])
@@ -88,6 +88,7 @@ def test_symmetric_csr_tiny_with_loops_and_duplicates():
     assert indices.tolist() == [1, 2, 4, 0, 0, 3, 2, 0]  # sorted within rows, no repeats
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
 def test_symmetric_csr_matches_reference(dtype):
     rng = np.random.default_rng(1)
@@ -104,6 +105,7 @@ def test_symmetric_csr_matches_reference(dtype):
         assert np.all(np.diff(row) > 0)
 
 
+@pytest.mark.unit
 def test_symmetric_csr_empty_and_isolated():
     indptr, indices = symmetric_csr(np.array([], np.int64), np.array([], np.int64), 3)
     assert indptr.tolist() == [0, 0, 0, 0] and indices.size == 0
@@ -111,6 +113,7 @@ def test_symmetric_csr_empty_and_isolated():
     assert indptr.tolist() == [0, 0, 0, 0] and indices.size == 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "src,dst,n",
     [([0, 5], [1, 2], 5), ([0, -1], [1, 2], 5), ([0, 1], [1], 5), ([0.0], [1.0], 5)],
@@ -120,6 +123,7 @@ def test_symmetric_csr_rejects_bad_edges(src, dst, n):
         symmetric_csr(np.array(src), np.array(dst), n)
 
 
+@pytest.mark.unit
 def test_symmetric_csr_rejects_more_than_int32_nodes():
     with pytest.raises(PartitionOptionError):
         symmetric_csr(np.array([0]), np.array([1]), 2**31)
@@ -128,6 +132,7 @@ def test_symmetric_csr_rejects_more_than_int32_nodes():
 # ---- METIS -----------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_metis_finds_planted_clusters(libmetis):
     indptr, indices, cluster = planted_clusters()
     parts = assign_parts("metis", indptr, indices, 4)
@@ -139,6 +144,7 @@ def test_metis_finds_planted_clusters(libmetis):
     assert edge_cut(indptr, indices, parts) <= 12
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("objtype", ["cut", "vol"])
 def test_metis_multi_constraint_balances_train_nodes(libmetis, objtype):
     indptr, indices = grid()
@@ -160,6 +166,7 @@ def test_metis_multi_constraint_balances_train_nodes(libmetis, objtype):
         assert per_part.max() <= imbalance * per_part.mean() * 1.01 + 1, (col, per_part)
 
 
+@pytest.mark.unit
 def test_metis_same_seed_same_parts(libmetis):
     indptr, indices = grid()
     a = assign_parts("metis", indptr, indices, 3, seed=7)
@@ -167,6 +174,7 @@ def test_metis_same_seed_same_parts(libmetis):
     assert np.array_equal(a, b)
 
 
+@pytest.mark.unit
 def test_metis_one_part_and_all_zero_constraint(libmetis):
     indptr, indices = grid(5, 6)
     assert assign_parts("metis", indptr, indices, 1).tolist() == [0] * 30
@@ -175,6 +183,7 @@ def test_metis_one_part_and_all_zero_constraint(libmetis):
     assert np.bincount(parts).tolist() == [15, 15]
 
 
+@pytest.mark.unit
 def test_metis_input_checks(libmetis):
     indptr, indices = grid(5, 6)
     with pytest.raises(PartitionOptionError):
@@ -193,6 +202,7 @@ def test_metis_input_checks(libmetis):
         assign_parts("metis", indptr, bad, 2)
 
 
+@pytest.mark.unit
 def test_metis_error_becomes_partitioner_error(libmetis, monkeypatch):
     def failing(*args):
         raise libmetis.METIS_InputError
@@ -206,10 +216,11 @@ def test_metis_error_becomes_partitioner_error(libmetis, monkeypatch):
 def run_python(code, **env):
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True,
-        env={**os.environ, **env}, timeout=120,
+        env={**os.environ, **env}, timeout=12 * TIMEOUT,
     )
 
 
+@pytest.mark.multiprocess
 def test_bad_metis_dll_is_backend_unavailable():
     code = (
         "from partitioner.errors import BackendUnavailable\n"
@@ -221,6 +232,7 @@ def test_bad_metis_dll_is_backend_unavailable():
     assert "UNAVAILABLE" in result.stdout and "METIS_DLL" in result.stdout, result.stderr
 
 
+@pytest.mark.multiprocess
 def test_import_methods_loads_no_backend():
     code = (
         "import sys, partitioner.methods\n"
@@ -233,6 +245,7 @@ def test_import_methods_loads_no_backend():
 # ---- KaMinPar and random ---------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_kaminpar_cut_far_below_random(monkeypatch, tmp_path):
     pytest.importorskip("kaminpar")
     from partitioner.methods import kaminpar
@@ -249,6 +262,7 @@ def test_kaminpar_cut_far_below_random(monkeypatch, tmp_path):
     assert np.array_equal(parts, again)
 
 
+@pytest.mark.unit
 def test_kaminpar_balances_column_zero():
     pytest.importorskip("kaminpar")
     indptr, indices = grid()
@@ -261,6 +275,7 @@ def test_kaminpar_balances_column_zero():
     assert assign_parts("kaminpar", indptr, indices, 1).tolist() == [0] * n
 
 
+@pytest.mark.unit
 def test_random_is_exactly_balanced_and_seeded():
     parts = random_method.assign(1000, 4, seed=5)
     assert parts.dtype == np.int64
@@ -273,6 +288,7 @@ def test_random_is_exactly_balanced_and_seeded():
     assert np.bincount(assign_parts("random", indptr, np.zeros(0, np.int32), 5)).tolist() == [2] * 5
 
 
+@pytest.mark.unit
 def test_unknown_method_lists_the_known_ones():
     with pytest.raises(PartitionOptionError) as info:
         assign_parts("scotch", np.zeros(3, np.int32), np.zeros(0, np.int32), 2)

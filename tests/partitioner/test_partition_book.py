@@ -8,6 +8,8 @@ import pytest
 from partitioner import load_partition_book, partition_graph
 from tests.conftest import hetero_graph
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def hetero_config(tmp_path_factory):

@@ -14,6 +14,8 @@ from partitioner.graph import etype_key
 from partitioner.loader import load_orig_ids
 from tests.conftest import community_graph, hetero_graph
 
+pytestmark = pytest.mark.unit
+
 METHODS = ["metis", "random", "kaminpar"]
 
 

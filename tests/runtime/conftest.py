@@ -20,7 +20,7 @@ from partitioner import partition_graph
 from runtime.env import RuntimeEnv
 from runtime.rpc.ip_config import write_ip_config
 from runtime.store.shm import job_files
-from tests.conftest import community_graph
+from tests.conftest import PEER_TIMEOUT, TIMEOUT, community_graph
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def terminate_groups(procs: list[subprocess.Popen], grace: float) -> None:
             p.wait(grace)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
-            p.wait(10)
+            p.wait(TIMEOUT)
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Cluster:
     job_id: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     procs: list[subprocess.Popen] = field(default_factory=list)
-    timeout: float = 3.0
+    timeout: float = PEER_TIMEOUT
 
     def env(self, role: str, machine_id: int, num_trainers: int = 1, **extra) -> dict[str, str]:
         e = RuntimeEnv(role=role, job_id=self.job_id, token=self.token, machine_id=machine_id,
@@ -94,7 +94,7 @@ class Cluster:
                     env=self.env("server", m, server_id=k), cwd=REPO, start_new_session=True,
                 ))
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 3 * TIMEOUT) -> None:
         """Wait until every server answers the handshake (as the launcher's readiness probe)."""
         from runtime.errors import DistError
         from runtime.rpc.client import ServerPool
@@ -118,10 +118,10 @@ class Cluster:
     def kill_machine(self, machine_id: int) -> None:
         for p in self.procs[machine_id * self.num_servers:(machine_id + 1) * self.num_servers]:
             os.killpg(p.pid, signal.SIGKILL)
-            p.wait(5)
+            p.wait(TIMEOUT / 2)
 
     def stop(self) -> None:
-        terminate_groups(self.procs, grace=10)
+        terminate_groups(self.procs, grace=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,8 @@ def two_part_graph(tmp_path_factory):
 
 @contextlib.contextmanager
 def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2) -> Iterator[Cluster]:
-    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2, stopped and checked after."""
+    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2, all answering when it yields;
+    stopped and checked after."""
     ips = ["127.0.0.1", "127.0.0.2"]
     base = free_port_range(ips, num_servers)
     ip_config = tmp_path / "ip_config.txt"
@@ -142,6 +143,9 @@ def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2) -> Iterator
     c = Cluster(cfg, ip_config, ips, num_servers)
     c.start_servers()
     try:
+        # Every server answers before the test starts, so that a test's own (short) peer
+        # timeout never includes the servers' start-up (seconds on a busy 2-core machine).
+        c.wait_ready()
         yield c
     finally:
         c.stop()

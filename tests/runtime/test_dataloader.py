@@ -14,8 +14,10 @@ from runtime.errors import DistError
 from runtime.loader.dataloader import DistDataLoader, DistNodeDataLoader
 from runtime.sampling.block import NID
 from runtime.sampling.neighbor import NeighborSampler
+from tests.conftest import TIMEOUT
 
 
+@pytest.mark.unit
 def test_batches_cover_ids_once():
     loader = DistDataLoader(np.arange(103), batch_size=10, shuffle=True, seed=3, num_samplers=0)
     seen = np.concatenate([b.numpy() for b in loader])
@@ -31,6 +33,7 @@ def _blocks_signature(blocks):
             for b in blocks]
 
 
+@pytest.mark.multiprocess
 def test_sampler_processes_match_in_process(standalone):
     import runtime as dg
 
@@ -55,6 +58,7 @@ def test_sampler_processes_match_in_process(standalone):
             os.kill(pid, 0)
 
 
+@pytest.mark.unit
 def test_node_dataloader_yields_dgl_triples(standalone):
     import runtime as dg
 
@@ -78,6 +82,7 @@ def _dying_collate(seeds):
     return seeds
 
 
+@pytest.mark.multiprocess
 def test_sampler_error_and_death_are_reported(standalone):
     loader = DistDataLoader(np.arange(100), 10, collate_fn=_failing_collate, num_samplers=1)
     with pytest.raises(DistError, match="boom in collate"):
@@ -87,10 +92,11 @@ def test_sampler_error_and_death_are_reported(standalone):
     t0 = time.monotonic()
     with pytest.raises(DistError, match="killed by signal 9"):
         list(loader)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < TIMEOUT
     loader.close()
 
 
+@pytest.mark.unit
 def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
     import runtime as dg
     from runtime.loader.edge_dataloader import DistEdgeDataLoader
@@ -115,6 +121,7 @@ def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
         break
 
 
+@pytest.mark.multiprocess
 def test_edge_batches_cross_sampler_processes(standalone):
     import runtime as dg
     from runtime.loader.edge_dataloader import DistEdgeDataLoader
@@ -147,6 +154,7 @@ def _evaluate(kind, g):
     return list(loader._workers.pids)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("kind", ["ids", "nodes", "edges"])
 def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
     """A loader made per epoch (an evaluate() function) used to leave its sampler processes
@@ -167,6 +175,7 @@ def test_a_dropped_loader_stops_its_sampler_processes(standalone, kind):
         gc.enable()
 
 
+@pytest.mark.multiprocess
 def test_a_forked_child_never_stops_the_parents_samplers(standalone):
     """A sampler of one loader is a fork of the trainer holding every other loader's pool;
     if it collected one of them, it must not stop that pool's workers (the parent's)."""

@@ -8,6 +8,8 @@ import torch
 
 from runtime.store.sparse_update import apply_update
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("opt_name,lr", [("SparseAdam", 0.1), ("SparseAdagrad", 0.5)])
 def test_embedding_learns_standalone(standalone, opt_name, lr):

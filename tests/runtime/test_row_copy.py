@@ -8,6 +8,8 @@ import pytest
 
 from runtime.sampling import kernels
 
+pytestmark = pytest.mark.unit
+
 DTYPES = [np.float32, np.float64, np.int64, np.int32, np.float16, bool, np.int8, np.complex128]
 SHAPES = [(300,), (300, 7), (300, 3, 5), (300, 0)]
 

@@ -18,6 +18,7 @@ def _csc(rng, n=50, max_deg=30):
     return np.concatenate([[0], np.cumsum(deg)]), deg
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize("fanout", [1, 5, 12])
 def test_kernel_respects_fanout(replace, fanout):
@@ -36,6 +37,7 @@ def test_kernel_respects_fanout(replace, fanout):
     np.testing.assert_array_equal(again[1], pos)  # same keys, same draws
 
 
+@pytest.mark.unit
 def test_kernel_all_and_weights_and_exclusion():
     rng = np.random.default_rng(1)
     indptr, deg = _csc(rng)
@@ -51,6 +53,7 @@ def test_kernel_all_and_weights_and_exclusion():
         assert not np.isin(pos, excluded).any()
 
 
+@pytest.mark.unit
 def test_kernel_uniformity():
     # One seed of degree 10, fanout 3, many independent keys: each edge ~30% of the time.
     indptr = np.array([0, 10])
@@ -69,6 +72,7 @@ def _orig_edges(cfg, sampled):
                                                          orig_e[ET][eid], strict=True)}
 
 
+@pytest.mark.unit
 def test_standalone_sampling_edges_exist(standalone, two_part_graph):
     import runtime as dg
 
@@ -83,6 +87,7 @@ def test_standalone_sampling_edges_exist(standalone, two_part_graph):
     assert np.bincount(dst, minlength=600).max() <= 4
 
 
+@pytest.mark.unit
 def test_blocks(standalone):
     import runtime as dg
 
@@ -103,6 +108,7 @@ def test_blocks(standalone):
     assert feats.shape == (blocks[0].num_src_nodes(), 5)
 
 
+@pytest.mark.multiprocess
 def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
     import runtime as dg
 
@@ -122,6 +128,7 @@ def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
     assert a == b and len(a) > 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("fanout", [0, 1, 5, 25])
 def test_compiled_sampler_equals_the_numpy_reference(fanout):
     from runtime.sampling import kernels
@@ -139,6 +146,7 @@ def test_compiled_sampler_equals_the_numpy_reference(fanout):
     assert len(got[0]) == np.minimum(deg, fanout).sum()
 
 
+@pytest.mark.unit
 def test_compiled_relabel_keeps_first_appearance_order():
     from runtime.sampling import kernels
 

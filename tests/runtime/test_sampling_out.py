@@ -34,6 +34,7 @@ def _inverse(orig):
     return {t: np.argsort(ids) for t, ids in orig.items()}
 
 
+@pytest.mark.unit
 def test_kernel_excludes_edge_ids():
     # Two rows of an out-CSR whose edge ids are not positions.
     indptr = np.array([0, 5, 9])
@@ -48,6 +49,7 @@ def test_kernel_excludes_edge_ids():
                             edge_ids=eids)[1]) == 6
 
 
+@pytest.mark.unit
 def test_out_sampling_standalone(standalone, two_part_graph):
     import runtime as dg
 
@@ -85,6 +87,7 @@ def test_out_sampling_standalone(standalone, two_part_graph):
     assert not np.isin(rest[2], skip).any()
 
 
+@pytest.mark.multiprocess
 def test_out_degrees_equal_the_input_standalone_and_distributed(standalone, cluster,
                                                                  two_part_graph, monkeypatch):
     import runtime as dg
@@ -103,6 +106,7 @@ def test_out_degrees_equal_the_input_standalone_and_distributed(standalone, clus
         np.testing.assert_array_equal(g.out_degrees(some).numpy(), want_in[orig[some]])
 
 
+@pytest.mark.multiprocess
 def test_out_standalone_equals_distributed(standalone, cluster, monkeypatch):
     import runtime as dg
 
@@ -133,6 +137,7 @@ def test_out_standalone_equals_distributed(standalone, cluster, monkeypatch):
     assert a == b and not {e for _, _, e, _ in a} & set(excl_in.tolist())
 
 
+@pytest.mark.unit
 def test_out_blocks(standalone):
     import runtime as dg
 
@@ -156,6 +161,7 @@ def test_out_blocks(standalone):
                                       np.minimum(g.out_degrees(b.dstdata[NID]).numpy(), fanout))
 
 
+@pytest.mark.unit
 def test_written_without_out_edges(tmp_path, two_part_graph):
     import runtime as dg
 
@@ -209,6 +215,7 @@ def _check_hetero(g, g_in, seeds):
     return _orig_edges(g.config, out)
 
 
+@pytest.mark.multiprocess
 def test_hetero_out_standalone_equals_distributed(hetero_parts, tmp_path, monkeypatch):
     import runtime as dg
 

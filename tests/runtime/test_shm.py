@@ -12,8 +12,11 @@ import pytest
 from runtime.errors import ShmError
 from runtime.rpc.ip_config import write_ip_config
 from runtime.store.shm import ShmArena
+from tests.conftest import TIMEOUT
 
 from .conftest import REPO, Cluster, free_port_range
+
+pytestmark = pytest.mark.multiprocess
 
 
 @pytest.fixture
@@ -52,7 +55,7 @@ def test_a_server_without_room_exits_with_the_reason_and_cleans_up(two_part_grap
     job = Cluster(cfg, ip_config, ips, 1)
     env = job.env("server", 0, server_id=0) | {"DGLCTL_SHM_DIR": str(small_tmpfs)}
     done = subprocess.run([sys.executable, "-m", "runtime.server"], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=6 * TIMEOUT)
     assert done.returncode == 1, done.stderr
     assert "runtime.server: error: not enough shared memory for" in done.stderr
     assert "bytes needed" in done.stderr and "--shm-size" in done.stderr

@@ -13,9 +13,10 @@ from runtime.rpc.client import ServerPool
 from runtime.rpc.ip_config import read_ip_config
 from runtime.split import edge_split, node_split
 from runtime.store.shm import job_files
-from tests.conftest import hetero_graph
+from tests.conftest import TIMEOUT, hetero_graph
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("force_even", [True, False])
 def test_node_split_covers_every_training_node_once(two_part_graph, force_even):
     g, cfg = two_part_graph
@@ -43,6 +44,7 @@ def _world(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
 
 
+@pytest.mark.unit
 def test_edge_split(two_part_graph):
     _, cfg = two_part_graph
     book = load_partition_book(cfg)
@@ -52,6 +54,7 @@ def test_edge_split(two_part_graph):
     np.testing.assert_array_equal(np.sort(np.concatenate(shares)), np.flatnonzero(mask))
 
 
+@pytest.mark.unit
 def test_hetero_sampling_per_etype_fanout(tmp_path, monkeypatch):
     import runtime as dg
     from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
@@ -81,13 +84,14 @@ def test_hetero_sampling_per_etype_fanout(tmp_path, monkeypatch):
     dg.exit_client()
 
 
+@pytest.mark.multiprocess
 def test_sigterm_removes_shared_memory(cluster):
-    pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, 3.0)
+    pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, cluster.timeout)
     pool.connect()  # keeps the servers from exiting on their own
     assert job_files(cluster.job_id)
     for p in cluster.procs:
         os.killpg(p.pid, signal.SIGTERM)
     for p in cluster.procs:
-        assert p.wait(10) == 0
+        assert p.wait(TIMEOUT) == 0
     assert job_files(cluster.job_id) == []
     pool.close()

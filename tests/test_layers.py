@@ -1,0 +1,493 @@
+"""The packages' structure, checked on their source (DESIGN.md "Inside the packages").
+
+Nothing here imports project code: ``tests/import_graph.py`` parses the files with ``ast``.
+Each rule is a ``check_*`` function from modules to a list of violations (file, line, import);
+a test asserts the project has none, and a synthetic case shows that the check can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.import_graph import (
+    FUNCTION,
+    MODULE,
+    Import,
+    Module,
+    chain,
+    find_cycles,
+    imports,
+    in_project,
+    modules_from_sources,
+    parent_edges,
+    reach,
+    read_project,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runtime modules that may import each other freely. ``only``, when set, is the complete
+    list of runtime groups the group may import (its own group included)."""
+
+    name: str
+    layer: int
+    modules: tuple[str, ...]  # "runtime.rpc.*" is the package and everything in it
+    only: tuple[str, ...] | None = None
+
+
+# runtime, low to high: an import goes to a lower layer or stays within its group.
+LAYERS = (
+    Group("base", 0, ("runtime.errors", "runtime.env")),
+    # The sampling package's __init__ runs before any runtime.sampling.* module: docstring only.
+    Group("sampling-package", 0, ("runtime.sampling",)),
+    Group("rpc", 1, ("runtime.rpc.*",)),
+    Group("store", 1, ("runtime.store.*",)),
+    Group("kernels", 1, ("runtime.sampling.kernels",)),
+    Group("draws", 1, ("runtime.sampling.draws",)),
+    Group("server", 2, ("runtime.server.*",)),
+    Group("block", 2, ("runtime.sampling.block",)),
+    Group("api", 3, ("runtime.context", "runtime.routing", "runtime.view", "runtime.dist_graph",
+                     "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
+                     "runtime.sampling.neighbor")),
+    Group("nn", 3, ("runtime.nn.*",), only=("nn", "block")),
+    Group("loader", 4, ("runtime.loader.*",)),
+    # The public facade names its exports as strings (loaded on first use): no runtime import.
+    Group("facade", 5, ("runtime",), only=()),
+)
+
+# Imports between different groups of one layer, each one that the code needs. store.local
+# samples and gathers with the kernels and draws, as the server and a co-located trainer do;
+# draws are the keyed draws written on the kernels. rpc stays apart from all three.
+SAME_LAYER_IMPORTS = {("store", "kernels"), ("store", "draws"), ("draws", "kernels")}
+
+# Package direction: which packages each one may import (DESIGN.md: dglctl -> runtime -> partitioner).
+PACKAGES_MAY_IMPORT = {
+    "partitioner": {"partitioner"},
+    "runtime": {"runtime", "partitioner"},
+    "dglctl": {"dglctl", "runtime", "partitioner"},
+}
+
+# Function-local project imports in runtime (importer.function -> target), each for a reason.
+LOCAL_IMPORTS_ALLOWED = {
+    # Role dispatch: only a server process loads the server module.
+    ("runtime.context.initialize", "runtime.server.graph_server"),
+}
+
+# Functions of server-reachable modules that import torch when called, and that no module a
+# server loads ever names (the test checks it): torch stays out of a server process.
+TRAINER_ONLY_TORCH = {"runtime.env.torch_rank_world"}
+
+SERVER_ROOTS = "runtime.server.*"
+MAX_LINES = 420
+ENV_MODULE = "runtime.env"
+ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _matches(name: str, pattern: str) -> bool:
+    if pattern.endswith(".*"):
+        return name == pattern[:-2] or name.startswith(pattern[:-1])
+    return name == pattern
+
+
+def group_of(name: str, layers: tuple[Group, ...] = LAYERS) -> Group | None:
+    for g in layers:
+        if any(_matches(name, p) for p in g.modules):
+            return g
+    return None
+
+
+def check_cycles(modules: dict[str, Module]) -> list[str]:
+    edges = [e for e in imports(modules) if e.executed and in_project(e.target)]
+    return [
+        f"import cycle among {', '.join(members)}; one of them: "
+        + " -> ".join([c[0].importer, *(e.target for e in c)]) + "\n  " + chain(c)
+        for members, c in find_cycles(edges)
+    ]
+
+
+def check_package_direction(modules: dict[str, Module]) -> list[str]:
+    return [
+        f"{e.where()}: {e.importer.split('.')[0]} must not import {e.top}"
+        for e in imports(modules)
+        if in_project(e.target) and e.top not in PACKAGES_MAY_IMPORT[e.importer.split(".")[0]]
+    ]
+
+
+def check_layer_table(modules: dict[str, Module], layers: tuple[Group, ...] = LAYERS) -> list[str]:
+    out = []
+    for name, m in modules.items():
+        if name.split(".")[0] != "runtime":
+            continue
+        found = [g.name for g in layers if any(_matches(name, p) for p in g.modules)]
+        if len(found) != 1:
+            out.append(f"{m.path}: {name} is in {len(found)} groups of LAYERS "
+                       f"({', '.join(found) or 'none'}); put it in exactly one")
+    return out
+
+
+def check_layers(modules: dict[str, Module], layers: tuple[Group, ...] = LAYERS,
+                 same_layer: set[tuple[str, str]] = SAME_LAYER_IMPORTS) -> list[str]:
+    out = []
+    for e in imports(modules):
+        if e.importer.split(".")[0] != "runtime" or e.top != "runtime":
+            continue
+        a, b = group_of(e.importer, layers), group_of(e.target, layers)
+        if a is None or b is None or a.name == b.name:
+            continue  # unplaced modules: check_layer_table reports them
+        if a.only is not None:
+            ok = b.name in a.only
+            why = (f"{a.name} may import only {', '.join(a.only)}" if a.only
+                   else f"{a.name} may import no runtime module")
+        elif b.layer == a.layer:
+            ok = (a.name, b.name) in same_layer
+            why = (f"{a.name} may not import {b.name}, of the same layer {a.layer} "
+                   "(SAME_LAYER_IMPORTS lists the exceptions)")
+        else:
+            ok = b.layer < a.layer
+            why = f"layer {a.layer} ({a.name}) may not import layer {b.layer} ({b.name})"
+        if not ok:
+            out.append(f"{e.where()}: {e.importer} -> {e.target}: {why}")
+    return out
+
+
+def _names_used(m: Module) -> set[str]:
+    used = set()
+    for node in ast.walk(m.tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.add(node.name.split(".")[-1])
+    return used
+
+
+def check_server_torch(modules: dict[str, Module],
+                       trainer_only: set[str] = TRAINER_ONLY_TORCH) -> list[str]:
+    edges = [e for e in imports(modules) if e.executed]
+    roots = [n for n in modules if _matches(n, SERVER_ROOTS)]
+    loaded = reach(roots, [e for e in edges if in_project(e.target)] + parent_edges(modules))
+    out = []
+    for e in edges:
+        if e.importer not in loaded or e.top != "torch":
+            continue
+        fn = f"{e.importer}.{e.function}" if e.function else None
+        if e.scope == FUNCTION and fn in trainer_only:
+            name = e.function.split(".")[-1]
+            for user in loaded:
+                if user in modules and name in _names_used(modules[user]):
+                    out.append(f"{modules[user].path} names {fn}, which imports torch "
+                               f"({e.where()}); a server loads {user}:\n  "
+                               f"{chain(loaded[user])}")
+            continue
+        out.append(f"a server process imports torch: {e.where()}, loaded as\n  "
+                   f"{chain(loaded[e.importer])}")
+    return out
+
+
+def check_facade(modules: dict[str, Module]) -> list[str]:
+    """runtime/__init__.py names each export by string; each string is a module that defines
+    the name."""
+    facade = modules["runtime"]
+    out = []
+    for node in ast.walk(facade.tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)):
+            continue
+        for k, v in zip(node.value.keys, node.value.values, strict=True):
+            if not (isinstance(k, ast.Constant) and isinstance(v, ast.Constant)):
+                continue
+            target = modules.get(v.value)
+            if target is None:
+                out.append(f"{facade.path}:{v.lineno}: {k.value!r} -> {v.value!r}: no such module")
+            elif k.value not in _defined(target):
+                out.append(f"{facade.path}:{v.lineno}: {k.value!r} is not defined in {target.path}")
+    return out
+
+
+def _defined(m: Module) -> set[str]:
+    names = set()
+    for node in m.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def check_local_imports(modules: dict[str, Module],
+                        allowed: set[tuple[str, str]] = LOCAL_IMPORTS_ALLOWED) -> list[str]:
+    return [
+        f"{e.where()}: function-local import of {e.target}; import it at the top of "
+        f"{e.path} (or add it to LOCAL_IMPORTS_ALLOWED with the reason)"
+        for e in imports(modules)
+        if e.importer.split(".")[0] == "runtime" and e.scope == FUNCTION
+        and in_project(e.target) and (f"{e.importer}.{e.function}", e.target) not in allowed
+    ]
+
+
+def check_package_inits(modules: dict[str, Module]) -> list[str]:
+    """Every folder holding Python code in a package has an ``__init__.py`` with a docstring."""
+    by_path = {m.path: m for m in modules.values()}
+    folders = {str(Path(p).parent) for p in by_path if "/" in p}
+    out = []
+    for folder in sorted(folders):
+        init = by_path.get(f"{folder}/__init__.py")
+        if init is None:
+            out.append(f"{folder}/: no __init__.py")
+        elif not (ast.get_docstring(init.tree) or "").strip():
+            out.append(f"{init.path}: no docstring (one line on what the package holds)")
+    return out
+
+
+def check_module_sizes(modules: dict[str, Module], limit: int = MAX_LINES) -> list[str]:
+    return [f"{m.path}: {m.num_lines} lines (at most {limit}); split it by job"
+            for m in sorted(modules.values(), key=lambda m: m.path) if m.num_lines > limit]
+
+
+def check_environ(modules: dict[str, Module]) -> list[str]:
+    out = []
+    for m in modules.values():
+        if m.name.split(".")[0] != "runtime" or m.name == ENV_MODULE:
+            continue
+        os_names = {"os"}
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Import):
+                os_names |= {a.asname or a.name for a in node.names if a.name == "os"}
+        for node in ast.walk(m.tree):
+            hit = None
+            if (isinstance(node, ast.Attribute) and node.attr in ENV_NAMES
+                    and isinstance(node.value, ast.Name) and node.value.id in os_names):
+                hit = f"{node.value.id}.{node.attr}"
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                found = [a.name for a in node.names if a.name in ENV_NAMES]
+                hit = f"from os import {', '.join(found)}" if found else None
+            if hit:
+                out.append(f"{m.path}:{node.lineno}: {hit}: only {ENV_MODULE} reads the "
+                           "environment (add the setting to RuntimeEnv)")
+    return out
+
+
+CHECKS = {
+    "cycles": check_cycles,
+    "package direction": check_package_direction,
+    "layer table": check_layer_table,
+    "layers": check_layers,
+    "server torch": check_server_torch,
+    "facade": check_facade,
+    "local imports": check_local_imports,
+    "package inits": check_package_inits,
+    "module sizes": check_module_sizes,
+    "environ": check_environ,
+}
+
+
+@pytest.fixture(scope="module")
+def project() -> dict[str, Module]:
+    return read_project(REPO)
+
+
+def _assert_none(violations: list[str], what: str) -> None:
+    assert not violations, f"{len(violations)} {what}:\n" + "\n".join(violations)
+
+
+def test_no_import_cycles(project):
+    _assert_none(check_cycles(project), "import cycles (function-local imports count)")
+
+
+def test_packages_import_one_way(project):
+    _assert_none(check_package_direction(project), "imports against dglctl -> runtime -> partitioner")
+
+
+def test_every_runtime_module_has_a_layer(project):
+    _assert_none(check_layer_table(project), "runtime modules outside the layer table")
+
+
+def test_runtime_imports_go_down_the_layers(project):
+    _assert_none(check_layers(project), "runtime imports that go up or sideways")
+
+
+def test_server_never_imports_torch(project):
+    _assert_none(check_server_torch(project), "ways for torch into a server process")
+
+
+def test_runtime_facade_is_lazy(project):
+    _assert_none(check_facade(project), "broken facade exports")
+
+
+def test_runtime_function_local_imports_are_listed(project):
+    _assert_none(check_local_imports(project), "unlisted function-local imports in runtime")
+
+
+def test_every_package_folder_has_a_documented_init(project):
+    _assert_none(check_package_inits(project), "package folders without a documented __init__.py")
+
+
+def test_no_module_is_too_long(project):
+    _assert_none(check_module_sizes(project), f"modules over {MAX_LINES} lines")
+
+
+def test_only_env_reads_the_environment(project):
+    _assert_none(check_environ(project), "environment reads outside runtime/env.py")
+
+
+def test_allowlists_name_real_imports(project):
+    """An entry left behind after its import is gone would hide the next one."""
+    edges = imports(project)
+    local = {(f"{e.importer}.{e.function}", e.target) for e in edges if e.scope == FUNCTION}
+    torch = {f"{e.importer}.{e.function}" for e in edges if e.top == "torch" and e.function}
+    stale = sorted(LOCAL_IMPORTS_ALLOWED - local) + sorted(TRAINER_ONLY_TORCH - torch)
+    assert not stale, f"allowlist entries with no such import: {stale}"
+
+
+# -- the checks can fail: small synthetic projects with one fault each -----------------------
+
+BASE = {
+    "runtime/__init__.py": '"""facade"""\n_EXPORTS = {"Thing": "runtime.dist_graph"}\n',
+    "runtime/errors.py": "class DistError(Exception): ...\n",
+    "runtime/env.py": "import os\nfrom .errors import DistError\nX = os.environ.get('X')\n",
+    "runtime/rpc/__init__.py": '"""rpc"""\n',
+    "runtime/rpc/client.py": "from ..errors import DistError\n",
+    "runtime/dist_graph.py": "from .rpc.client import DistError\nclass Thing: ...\n",
+    "runtime/loader/__init__.py": '"""loaders"""\n',
+    "runtime/loader/dataloader.py": "from ..dist_graph import Thing\n",
+}
+
+
+def synthetic(**changes: str) -> dict[str, Module]:
+    """BASE with files replaced or added: ``rpc__client="..."`` is runtime/rpc/client.py,
+    ``store__init`` runtime/store/__init__.py, ``init`` runtime/__init__.py."""
+    files = dict(BASE)
+    for key, source in changes.items():
+        parts = ["__init__" if p == "init" else p for p in key.split("__")]
+        files["runtime/" + "/".join(parts) + ".py"] = source
+    return modules_from_sources(files)
+
+
+@pytest.mark.parametrize("check", CHECKS.values(), ids=CHECKS.keys())
+def test_synthetic_base_is_clean(check):
+    assert check(synthetic()) == []
+
+
+def test_a_cycle_is_reported_with_its_modules():
+    found = check_cycles(synthetic(
+        rpc__client="from ..errors import DistError\ndef f():\n    from ..loader import dataloader\n"))
+    assert len(found) == 1
+    assert ("among runtime.dist_graph, runtime.loader.dataloader, runtime.rpc.client; one of them: "
+            "runtime.dist_graph -> runtime.rpc.client -> runtime.loader.dataloader "
+            "-> runtime.dist_graph") in found[0]
+    assert "runtime/rpc/client.py:3: `from ..loader import dataloader` (in f)" in found[0]
+
+
+def test_type_checking_imports_make_no_cycle():
+    code = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..loader import dataloader\n"
+    mods = synthetic(rpc__client=code)
+    assert check_cycles(mods) == []
+    assert "layer 1 (rpc) may not import layer 4 (loader)" in check_layers(mods)[0]
+
+
+def test_an_upward_import_is_reported():
+    found = check_layers(synthetic(errors="from .rpc import client\n"))
+    assert found == ["runtime/errors.py:1: `from .rpc import client`: runtime.errors -> "
+                     "runtime.rpc.client: layer 0 (base) may not import layer 1 (rpc)"]
+
+
+def test_same_layer_imports_need_a_listed_reason():
+    mods = synthetic(store__init='"""store"""\n', store__local="from ..rpc import client\n")
+    assert "store may not import rpc, of the same layer 1" in check_layers(mods)[0]
+    mods = synthetic(store__init='"""s"""\n', sampling__init='"""s"""\n', sampling__kernels="",
+                     store__local="from ..sampling import kernels\n")
+    assert check_layers(mods) == []
+
+
+def test_nn_may_import_only_blocks():
+    mods = synthetic(nn__init='"""nn"""\n', nn__sage="from runtime.dist_graph import Thing\n")
+    assert "nn may import only nn, block" in check_layers(mods)[0]
+
+
+def test_unplaced_module_and_package_direction_are_reported():
+    mods = synthetic(misc="import dglctl.cli\n")
+    assert check_layer_table(mods) == [
+        "runtime/misc.py: runtime.misc is in 0 groups of LAYERS (none); put it in exactly one"]
+    assert check_package_direction(mods) == [
+        "runtime/misc.py:1: `import dglctl.cli`: runtime must not import dglctl"]
+
+
+def test_torch_reached_from_a_server_is_reported():
+    mods = synthetic(server__init='"""server"""\n',
+                     server__graph_server="from ..rpc.client import DistError\n",
+                     rpc__client="import torch\n")
+    found = check_server_torch(mods)
+    assert len(found) == 1 and "runtime/rpc/client.py:1: `import torch`" in found[0]
+    assert "runtime.server.graph_server\n    -> runtime.rpc.client" in found[0]
+    # The packages above a loaded module run too.
+    found = check_server_torch(synthetic(server__main="", init='"""f"""\nimport torch\n'))
+    assert "runtime/__init__.py:2: `import torch`" in found[0]
+    # A trainer-only function may import torch, as long as nothing the server loads calls it.
+    env = "def torch_rank_world():\n    import torch\n"
+    assert check_server_torch(synthetic(server__main="from .. import env\n", env=env)) == []
+    called = synthetic(server__main="from ..env import torch_rank_world\ntorch_rank_world()\n",
+                       env=env)
+    assert "runtime/server/main.py names runtime.env.torch_rank_world" in check_server_torch(
+        called)[0]
+
+
+def test_facade_exports_must_exist():
+    mods = synthetic(init='"""f"""\n_EXPORTS = {"Gone": "runtime.dist_graph", "X": "runtime.no"}\n')
+    assert check_facade(mods) == [
+        "runtime/__init__.py:2: 'Gone' is not defined in runtime/dist_graph.py",
+        "runtime/__init__.py:2: 'X' -> 'runtime.no': no such module"]
+    assert "facade may import no runtime module" in check_layers(
+        synthetic(init='"""f"""\nfrom .dist_graph import Thing\n'))[0]
+
+
+def test_local_imports_sizes_inits_and_environ_are_reported():
+    mods = synthetic(dist_graph="import os\ndef f():\n    from . import env\n"
+                                "    return os.getenv('A')\n" + "\n" * 420,
+                     loader__init="")
+    assert check_local_imports(mods) == [
+        "runtime/dist_graph.py:3: `from . import env` (in f): function-local import of "
+        "runtime.env; import it at the top of runtime/dist_graph.py (or add it to "
+        "LOCAL_IMPORTS_ALLOWED with the reason)"]
+    assert check_module_sizes(mods) == [
+        "runtime/dist_graph.py: 424 lines (at most 420); split it by job"]
+    assert check_package_inits(mods) == [
+        "runtime/loader/__init__.py: no docstring (one line on what the package holds)"]
+    assert check_environ(mods) == [
+        "runtime/dist_graph.py:4: os.getenv: only runtime.env reads the environment "
+        "(add the setting to RuntimeEnv)"]
+    files = {p: s for p, s in BASE.items() if p != "runtime/rpc/__init__.py"}
+    assert check_package_inits(modules_from_sources(files)) == ["runtime/rpc/: no __init__.py"]
+
+
+def test_relative_imports_resolve_to_modules():
+    mods = modules_from_sources({
+        "p/__init__.py": "from . import a\nfrom .a import name\n",
+        "p/a.py": "from . import name\nfrom .sub import b as c\nimport p.sub.b\n",
+        "p/sub/__init__.py": "from .. import a\nfrom ..sub.b import x\n",
+        "p/sub/b.py": "",
+    })
+    edges = {(e.importer, e.target, e.scope) for e in imports(mods)}
+    assert edges == {
+        ("p", "p.a", MODULE), ("p.a", "p", MODULE), ("p.a", "p.sub.b", MODULE),
+        ("p.sub", "p.a", MODULE), ("p.sub", "p.sub.b", MODULE),
+    }
+    assert all(isinstance(e, Import) for e in imports(mods))
+
+
+def test_group_patterns():
+    # "runtime.rpc.*" is the package and its modules, not runtime.rpcx.
+    assert group_of("runtime.rpc").name == group_of("runtime.rpc.wire").name == "rpc"
+    assert group_of("runtime.rpcx") is None
+    assert group_of("runtime").name == "facade"
