@@ -205,7 +205,8 @@ def cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     """TERM each recorded group, KILL after the grace period, remove the job's shared memory
-    and its trainers' sampler socket folders."""
+    (in --shm-dir: the DGLCTL_SHM_DIR its processes were given; default /dev/shm) and its
+    trainers' sampler socket folders."""
     job = _job_dir(args.workspace, args.job)
     procs = {name: int(pgid) for name, pgid in json.loads(args.procs).items()}
     signalled = []
@@ -234,7 +235,8 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     from runtime.store.shm import job_files, sampler_dirs
 
     removed = 0
-    for f in job_files(args.job):
+    shm_root = Path(os.path.expanduser(args.shm_dir)) if args.shm_dir else None
+    for f in job_files(args.job, shm_root):
         f.unlink(missing_ok=True)
         removed += 1
     for d in sampler_dirs(args.job):  # left by trainers that could not clean up (killed)
@@ -278,6 +280,7 @@ def cmd_tail(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse one agent command, run it, print its JSON result (``wrap`` returns the code)."""
     p = argparse.ArgumentParser(prog="python -m dglctl.agent")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("preflight")
@@ -301,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--job", required=True)
         s.add_argument("--procs", required=True)
         s.add_argument("--grace", type=float, default=10.0)
+        if name == "stop":
+            s.add_argument("--shm-dir", default=None,
+                           help="the job's shared-memory folder [default: /dev/shm]")
     s = sub.add_parser("logs")
     s.add_argument("--workspace", required=True)
     s.add_argument("--job", required=True)

@@ -10,7 +10,7 @@ import click
 
 from . import __version__
 from .display import Display
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DglctlError
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, GroupError, user_facing
 
 
 @dataclass
@@ -21,6 +21,7 @@ class AppContext:
     quiet: bool
 
     def display(self, json_mode: bool = False) -> Display:
+        """The display for a command (``json_mode``: stdout only for the JSON result)."""
         return Display(json_mode=json_mode, quiet=self.quiet or json_mode)
 
 
@@ -42,26 +43,22 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 def _register() -> None:
-    from .commands import data, jobs
+    from .commands import data, jobs, launch
 
-    for command in [*data.COMMANDS, *jobs.COMMANDS]:
+    for command in [*data.COMMANDS, *launch.COMMANDS, *jobs.COMMANDS]:
         cli.add_command(command)
 
 
 _register()
 
 
-def _user_error(exc: BaseException) -> tuple[str, str | None] | None:
-    """Message and hint if ``exc`` is an error the user can act on, else None."""
-    if isinstance(exc, DglctlError):
-        return exc.message, exc.hint
-    # Imported lazily so that `dglctl --help` does not load numpy.
-    if "partitioner" in sys.modules:
-        from partitioner.errors import PartitionerError
-
-        if isinstance(exc, PartitionerError):
-            return exc.message, exc.hint
-    return None
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback of ``exc``, and of each host's failure inside a GroupError."""
+    traceback.print_exception(exc)
+    if isinstance(exc, GroupError):
+        for f in exc.failures:
+            print(f"--- host {f.host}:", file=sys.stderr)
+            traceback.print_exception(f.error)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,12 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         display.error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the one place that renders every error
-        known = _user_error(e)
+        # Any error with message and hint (dglctl's, the runtime's, the partitioner's) is the
+        # user's to act on; it brings its exit code (2 when it has none).
+        known = user_facing(e)
         if debug:
-            traceback.print_exc()
+            _print_traceback(e)
         if known is not None:
-            display.error(*known)
-            return getattr(e, "exit_code", EXIT_USAGE)
+            message, hint, code = known
+            display.error(message, hint)
+            return code
         display.error(f"internal error: {type(e).__name__}: {e}",
                       None if debug else "run again with --debug for the traceback")
         return EXIT_INTERNAL

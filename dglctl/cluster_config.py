@@ -232,13 +232,9 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
     Other settings come from ``base`` (the --cluster file) when given; without one, loopback
     addresses use the local transport and anything else SSH with default settings.
     """
-    from runtime.errors import IpConfigError
     from runtime.rpc.ip_config import read_ip_config
 
-    try:
-        machines = read_ip_config(path)
-    except IpConfigError as e:
-        raise ConfigError(e.message) from None
+    machines = read_ip_config(path)  # its IpConfigError names the file and line (exit 2)
     ports = {m.port for m in machines}
     if len(ports) != 1:
         raise ConfigError(f"{path}: every line must use the same port (found {sorted(ports)})",

@@ -37,6 +37,7 @@ class Display:
             click.echo(json.dumps(payload, indent=1, default=str))
 
     def error(self, message: str, hint: str | None = None) -> None:
+        """An error and its hint (stderr), printed even in quiet and JSON modes."""
         click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
         if hint:
             click.echo(click.style("hint: ", fg="yellow") + hint, err=True)
@@ -51,12 +52,14 @@ class PhaseProgress:
         self.index = 0
 
     def phase_start(self, name: str, detail: str) -> None:
+        """A phase began: print its numbered line."""
         self.index += 1
         text = f"[{self.index}/{self.total}] {name}" + (f": {detail}" if detail else "")
         if not self.display.quiet:
             click.echo(text + " ...", err=True, nl=not sys.stderr.isatty())
 
     def phase_end(self, name: str, seconds: float) -> None:
+        """A phase ended: print how long it took."""
         if self.display.quiet:
             return
         if sys.stderr.isatty():

@@ -41,7 +41,7 @@ def _parse_node_data(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--overwrite", is_flag=True, help="Replace an existing output.")
 @click.pass_obj
 def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, seed, hetero, out,
-             overwrite):
+             overwrite) -> None:
     """Generate a graph a GNN can learn from.
 
     Planted communities, power-law degrees, features informative of the label and
@@ -116,7 +116,7 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.pass_obj
 def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name, num_parts, out,
               method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
-              seed, trainers_per_machine, out_edges, overwrite, json_mode):
+              seed, trainers_per_machine, out_edges, overwrite, json_mode) -> None:
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
     Nodes are relabeled so every part owns one contiguous id range per type (DGL's scheme);
@@ -169,7 +169,7 @@ def _default_graph_name(path: Path) -> str:
               help="Check every file's size and checksum.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
-def inspect(app, config, verify, json_mode):
+def inspect(app, config, verify, json_mode) -> None:
     """Verify a partition folder against its checksums and print its quality report.
 
     CONFIG is the partition's JSON file or the folder holding it. Exits non-zero if any

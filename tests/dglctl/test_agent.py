@@ -7,7 +7,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from dglctl.agent import _alive
+
+pytestmark = pytest.mark.multiprocess
 
 
 def test_a_group_of_unreaped_zombies_counts_as_ended():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dglctl.cli import main
-from dglctl.jobs import JobManifest, list_jobs
+from dglctl.jobs.manifest import JobManifest, list_jobs
 from tests.dglctl.conftest import SCRIPTS, leftovers
 
 pytestmark = pytest.mark.multiprocess
@@ -134,6 +134,39 @@ def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
     assert JobManifest.load(jobs[1]).state == "stopped"
 
 
+def test_shared_memory_in_the_clusters_shm_dir(parts, home, local_cluster, tmp_path, capsys):
+    """The cluster's env: DGLCTL_SHM_DIR reaches the processes, and stop cleans that folder
+    (it used to look in /dev/shm only)."""
+    import yaml
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    data = yaml.safe_load(local_cluster.read_text())
+    data["env"] = {**data.get("env", {}), "DGLCTL_SHM_DIR": str(shm)}
+    data["samplers_per_trainer"] = 0
+    local_cluster.write_text(yaml.safe_dump(data))
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--detach", "--", "sleep"], capsys)
+    assert code == 0, err
+    job = _job_from(out)
+    try:
+        assert JobManifest.load(job).shm_dir == str(shm)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and out.count("sleeping") < 4:
+            time.sleep(0.5)
+            out = run(["logs", job], capsys)[1]
+        assert out.count("sleeping") == 4, out
+        assert sorted(shm.glob(f"dglctl.{job}.m*")), "the servers map the partition there"
+        assert leftovers(job)[1] == [], "nothing of the job in /dev/shm"
+        stale = shm / f"dglctl.{job}.m1.left-by-a-killed-process"
+        stale.write_bytes(b"x")
+    finally:
+        code, out, err = run(["stop", job], capsys)
+    assert code == 0, err
+    assert not list(shm.glob(f"dglctl.{job}.*"))
+    assert leftovers(job) == ([], [])
+
+
 def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
     base = ["launch", TRAINER, "--part-config"]
     # more partitions than hosts
@@ -197,7 +230,7 @@ def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig, capsys)
     proc, _ = _launch_sleeping(parts, local_cluster, capsys)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err  # 130 for SIGINT, 143 for SIGTERM
     assert "stopping job" in err
     m = JobManifest.load(list_jobs()[-1].job_id)
     assert m.state == "stopped"

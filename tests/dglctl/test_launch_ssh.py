@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dglctl.cli import main
-from dglctl.jobs import list_jobs
+from dglctl.jobs.manifest import list_jobs
 from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.sshd import ADDRESSES, start_sshd
 
@@ -99,7 +99,7 @@ def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
     import os
 
     from dglctl.cluster_config import load_cluster_config
-    from dglctl.transport import SCP_MIN_BYTES, SSHTransport
+    from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
 
     cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
     t = SSHTransport(cluster.hosts[1], cluster)

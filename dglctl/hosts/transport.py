@@ -18,37 +18,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cluster_config import ClusterConfig, Host
-from .errors import DglctlError
+from ..cluster_config import ClusterConfig, Host
+from ..errors import AuthFailed, HostUnreachable, RemoteCommandFailed, UnknownHostKey
 
 AGENT = ["-m", "dglctl.agent"]
 SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
 
 
-class HostError(DglctlError):
-    """A host-level failure: names the host and what to do."""
-
-    exit_code = 1
-
-
-class HostUnreachable(HostError):
-    """The host cannot be reached over SSH."""
-
-
-class AuthFailed(HostError):
-    """SSH authentication was refused."""
-
-
-class UnknownHostKey(HostError):
-    """The host's key is not in known_hosts (or does not match it)."""
-
-
-class RemoteCommandFailed(HostError):
-    """A command on a host exited non-zero (names host, command, code, last lines)."""
+def join_path(workspace: str, rel: str) -> str:
+    """``rel`` inside a host's workspace, as the host spells it (``/`` separators)."""
+    return f"{workspace.rstrip('/')}/{rel}"
 
 
 class Transport:
-    """What the launcher needs of one host."""
+    """What the launcher needs of one host: run a command, write a file (the two primitives
+    each transport supplies), and what is built on them (agent calls, atomic copies).
+
+    Constructing one does no I/O; ``close()`` (or leaving a ``with`` block) releases it.
+    """
 
     def __init__(self, host: Host, cluster: ClusterConfig) -> None:
         self.host = host
@@ -58,18 +45,27 @@ class Transport:
     def _workspace(self) -> str:
         return self.host.workspace
 
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # primitives -------------------------------------------------------------------------------
     def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        """Run ``argv`` on the host; ``(exit code, stdout, stderr)``."""
         raise NotImplementedError
 
     def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+        """Write ``data`` (or the local file ``source``) to ``path`` on the host, atomically."""
         raise NotImplementedError
 
     def python(self) -> str:
+        """The interpreter that runs dglctl's agent and the job's processes on the host."""
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        """Release the connection, if any (a later call opens a new one)."""
 
     # shared -----------------------------------------------------------------------------------
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
@@ -92,13 +88,15 @@ class Transport:
                 f"host {self.host.name}: the agent printed no JSON: {out[-500:]!r}") from None
 
     def path(self, rel: str) -> str:
-        return f"{self.workspace.rstrip('/')}/{rel}"
+        """The host's path of ``rel`` inside its workspace."""
+        return join_path(self.workspace, rel)
 
     def put(self, source: Path, rel: str, mode: int = 0o644) -> None:
         """Copy a local file into the workspace atomically (temp name, then rename)."""
         self.write_file(self.path(rel), None, source, mode)
 
     def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> None:
+        """Write ``data`` to ``rel`` in the workspace atomically."""
         self.write_file(self.path(rel), data, None, mode)
 
 

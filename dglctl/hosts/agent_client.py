@@ -1,0 +1,211 @@
+"""A typed client of the host agent (``python -m dglctl.agent``): one method per agent command,
+each returning dataclasses instead of the agent's JSON; and the probe and log reads of every
+host at once, which ``launch``, ``status``, ``stop`` and ``logs`` share."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster_config import Host
+from .group import fan_out
+from .transport import Transport
+
+
+class ProcStatus(enum.StrEnum):
+    """What the agent found of one process (the values are the agent's JSON strings)."""
+
+    RUNNING = "running"
+    EXITED = "exited"  # ended by itself; ``code`` says how
+    KILLED = "killed"  # ended by a signal; ``signal`` says which
+    MISSING = "missing"  # no exit status and no process: killed together with its wrapper
+
+
+@dataclass(frozen=True)
+class ProcState:
+    """One process of a job as its host's agent sees it."""
+
+    name: str
+    pgid: int
+    state: ProcStatus
+    code: int | None = None
+    signal: int | None = None
+    ended: float | None = None
+    pid: int | None = None
+    cpu_seconds: float | None = None
+    rss_bytes: int | None = None
+    uptime: float | None = None
+    stragglers: bool = False  # the process ended but others of its group still run
+
+    @property
+    def failed(self) -> bool:
+        """Ended badly: missing, killed, or exited non-zero (a server that exits 0 has been
+        told to, or saw every client go: not a failure)."""
+        return self.state is ProcStatus.MISSING or (
+            self.state in (ProcStatus.EXITED, ProcStatus.KILLED) and self.code != 0)
+
+    @property
+    def succeeded(self) -> bool:
+        """Exited by itself with code 0."""
+        return self.state is ProcStatus.EXITED and self.code == 0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcState:
+        """Parse one entry of the agent's ``probe`` answer."""
+        return cls(name=data["name"], pgid=int(data["pgid"]), state=ProcStatus(data["state"]),
+                   code=data.get("code"), signal=data.get("signal"), ended=data.get("ended"),
+                   pid=data.get("pid"), cpu_seconds=data.get("cpu_seconds"),
+                   rss_bytes=data.get("rss_bytes"), uptime=data.get("uptime"),
+                   stragglers=bool(data.get("stragglers", False)))
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """What a host's agent reports before a launch."""
+
+    python: str
+    executable: str
+    dglctl: str
+    ports_busy: frozenset[int]
+    disk_free: int
+    workspace: str  # expanded (no "~")
+    workspace_writable: bool
+    hostname: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
+        """Parse the agent's ``preflight`` answer."""
+        return cls(python=data["python"], executable=data["executable"], dglctl=data["dglctl"],
+                   ports_busy=frozenset(int(p) for p in data["ports_busy"]),
+                   disk_free=int(data["disk_free"]), workspace=data["workspace"],
+                   workspace_writable=bool(data["workspace_writable"]),
+                   hostname=data["hostname"])
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """Size (and, unless asked for sizes only, xxh3-128) of a file on a host."""
+
+    size: int
+    xxh3_128: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """A process the agent started: its process group and log file on the host."""
+
+    pgid: int
+    log: str
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """New text of one log, and the byte offset after it."""
+
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What a host's agent did to stop a job's processes there."""
+
+    terminated: list[str]
+    killed: list[str]
+    shm_removed: int
+    survivors: list[str]
+    states: dict[str, ProcState] = field(default_factory=dict)
+
+
+class AgentClient:
+    """The agent on one host, through its transport (connects on first use)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    @property
+    def host(self) -> Host:
+        """The host this client talks to."""
+        return self.transport.host
+
+    def _call(self, *args: str, timeout: float = 60.0) -> Any:
+        return self.transport.agent(*args, timeout=timeout)
+
+    def _job(self, job: str) -> list[str]:
+        return ["--workspace", self.transport.workspace, "--job", job]
+
+    def preflight(self, bind: str, ports: Iterable[int]) -> PreflightReport:
+        """Versions, busy ``ports`` on the ``bind`` address, free disk, writable workspace."""
+        return PreflightReport.from_json(self._call(
+            "preflight", "--workspace", self.transport.workspace, "--bind", bind,
+            "--ports", ",".join(map(str, ports))))
+
+    def checksums(self, root: str, files: Sequence[str], *, sizes_only: bool = False,
+                  timeout: float = 600.0) -> dict[str, FileStat | None]:
+        """Size and checksum of each of ``files`` below ``root`` on the host (None: missing)."""
+        args = ["checksums", "--root", root, "--files", json.dumps(list(files))]
+        raw = self._call(*args, *(["--sizes-only"] if sizes_only else []), timeout=timeout)
+        return {rel: None if v is None else FileStat(int(v["size"]), v.get("xxh3_128"))
+                for rel, v in raw.items()}
+
+    def start(self, job: str, name: str, cwd: str, argv: Sequence[str]) -> Started:
+        """Start ``argv`` detached under the agent's wrapper (its env file must be in place)."""
+        r = self._call("start", *self._job(job), "--name", name, "--cwd", cwd,
+                       "--argv", json.dumps(list(argv)))
+        return Started(int(r["pgid"]), r["log"])
+
+    def probe(self, job: str, procs: Mapping[str, int]) -> dict[str, ProcState]:
+        """The state of each of ``procs`` (name -> process group)."""
+        raw = self._call("probe", *self._job(job), "--procs", json.dumps(dict(procs)))
+        return {name: ProcState.from_json(s) for name, s in raw.items()}
+
+    def stop(self, job: str, procs: Mapping[str, int], *, grace: float,
+             shm_dir: str | None = None) -> StopReport:
+        """TERM, then KILL after ``grace`` seconds, each of ``procs``; remove the job's shared
+        memory (in ``shm_dir``, default the agent's /dev/shm) and sampler folders."""
+        args = ["stop", *self._job(job), "--procs", json.dumps(dict(procs)),
+                "--grace", str(grace)]
+        if shm_dir:
+            args += ["--shm-dir", shm_dir]
+        r = self._call(*args, timeout=grace + 60)
+        return StopReport(terminated=list(r["terminated"]), killed=list(r["killed"]),
+                          shm_removed=int(r["shm_removed"]), survivors=list(r["survivors"]),
+                          states={n: ProcState.from_json(s)
+                                  for n, s in r.get("states", {}).items()})
+
+    def logs(self, job: str, offsets: Mapping[str, int]) -> dict[str, LogChunk]:
+        """New text of each named log since its byte offset."""
+        raw = self._call("logs", *self._job(job), "--offsets", json.dumps(dict(offsets)))
+        return {name: LogChunk(int(c["offset"]), c["text"]) for name, c in raw.items()}
+
+    def tail(self, job: str, names: Sequence[str], lines: int = 20) -> dict[str, list[str]]:
+        """The last ``lines`` lines of each named log."""
+        return self._call("tail", *self._job(job), "--names", json.dumps(list(names)),
+                          "--lines", str(lines))
+
+
+def probe_hosts(clients: Sequence[AgentClient], job: str,
+                procs_per_host: Sequence[Mapping[str, int]]) -> dict[str, ProcState]:
+    """Probe every host at once (a host with no process is not asked); one dict by name."""
+    def probe(i: int, c: AgentClient) -> dict[str, ProcState]:
+        return c.probe(job, procs_per_host[i]) if procs_per_host[i] else {}
+
+    states: dict[str, ProcState] = {}
+    for r in fan_out(clients, probe):
+        states.update(r)
+    return states
+
+
+def read_logs(clients: Sequence[AgentClient], job: str,
+              offsets_per_host: Sequence[Mapping[str, int]]) -> dict[str, LogChunk]:
+    """New text of the named logs on every host at once; one dict by process name."""
+    def fetch(i: int, c: AgentClient) -> dict[str, LogChunk]:
+        return c.logs(job, offsets_per_host[i]) if offsets_per_host[i] else {}
+
+    chunks: dict[str, LogChunk] = {}
+    for r in fan_out(clients, fetch):
+        chunks.update(r)
+    return chunks

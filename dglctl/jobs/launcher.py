@@ -1,0 +1,366 @@
+"""Launch and supervise a job on every host: preflight, plan, copy, servers, trainers, teardown.
+
+One teardown path: any failure, a non-zero exit of any process, Ctrl-C, SIGTERM or SIGHUP
+raise out of the supervision loop into a single ``finally`` that stops every recorded process
+group on every host (TERM, grace period, KILL) and removes the job's shared memory.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ..cluster_config import ClusterConfig, Host
+from ..display import Display
+from ..errors import ConfigError, IntegrityError, Interrupted, JobFailed, PreflightError
+from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
+from ..hosts.group import fan_out
+from ..hosts.transport import Transport, make_transport
+from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
+from .observe import LogStream, failure_report, probe_job
+from .plan import (
+    JobPlan,
+    LaunchOptions,
+    ProcSpec,
+    busy_ports_problem,
+    choose_ports,
+    host_bytes,
+    plan_job,
+    preflight_ports,
+    select_hosts,
+)
+from .stop import GRACE_SECONDS, stop_job
+
+__all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
+
+STEPS = 5
+
+
+class _Signalled(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_on_signals() -> dict[int, Any]:
+    def handler(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+        raise _Signalled(signum)
+
+    return {sig: signal.signal(sig, handler)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+
+def read_part_config(opts: LaunchOptions, cluster: ClusterConfig) -> dict[str, Any]:
+    """The partition's config, checked against the cluster (enough hosts), the script (exists)
+    and the files on this machine (present, right sizes; checksums are compared on the hosts
+    after copying)."""
+    from partitioner.format import read_config, verify_files
+
+    cfg = read_config(opts.part_config)
+    select_hosts(cluster, cfg["num_parts"], str(cfg["_path"]))
+    if not opts.script.is_file():
+        raise ConfigError(f"training script {opts.script}: no such file")
+    problems = verify_files(cfg, list(range(cfg["num_parts"])), checksums=False)
+    if problems:
+        raise ConfigError(
+            f"{cfg['_path']}: the partition is incomplete:\n  " + "\n  ".join(problems[:10]),
+            hint="re-run 'dglctl partition', or 'dglctl inspect' to see every problem")
+    return cfg
+
+
+class Launcher:
+    """One ``dglctl launch``: owns the transports, the plan and the manifest of the job."""
+
+    def __init__(self, cluster: ClusterConfig, opts: LaunchOptions, display: Display,
+                 transport_factory: Callable[[Host, ClusterConfig], Transport] = make_transport,
+                 ) -> None:
+        self.cluster = cluster
+        self.opts = opts
+        self.display = display
+        self.job_id = new_job_id()
+        self.token = secrets.token_hex(16)
+        self.part_cfg = read_part_config(opts, cluster)
+        self.hosts = select_hosts(cluster, self.part_cfg["num_parts"], self.part_cfg["_path"])
+        self.transports = [transport_factory(h, cluster) for h in self.hosts]
+        self.clients = [AgentClient(t) for t in self.transports]
+        self.plan: JobPlan | None = None
+        self.manifest: JobManifest | None = None
+        self.logs = LogStream(self.clients, self.job_id)
+        self.local_ip_config = dglctl_home() / "jobs" / f"{self.job_id}.ip_config.txt"
+
+    def dry_run(self) -> JobPlan:
+        """The plan, without contacting any host: configured workspaces and port base."""
+        return self._plan(self.cluster.port_base)
+
+    def _plan(self, port_base: int) -> JobPlan:
+        return plan_job(self.cluster, self.opts, part_config=self.part_cfg, job_id=self.job_id,
+                        token=self.token, workspaces=[t.workspace for t in self.transports],
+                        pythons=[t.python() for t in self.transports], port_base=port_base)
+
+    # --- steps -------------------------------------------------------------------------------
+    def run(self) -> int:
+        """The whole launch; returns the exit code (0 when every trainer succeeded)."""
+        old = _raise_on_signals()
+        started = False
+        try:
+            self._step(1, "preflight", self.preflight)
+            self._step(2, "copy", self.copy)
+            started = True
+            self._step(3, "servers", self.start_servers)
+            self._step(4, "trainers", self.start_trainers)
+            if self.opts.detach:
+                self._set_state(JobState.RUNNING)
+                self.display.result(f"job {self.job_id} running (detached); follow it with "
+                                    f"'dglctl logs {self.job_id} -f', end it with "
+                                    f"'dglctl stop {self.job_id}'")
+                return 0
+            self.display.info(f"[5/{STEPS}] running job {self.job_id} (Ctrl-C stops it on every "
+                              "host)")
+            return self.supervise()
+        except _Signalled as s:
+            name = signal.Signals(s.signum).name
+            self.display.error(f"{name}: stopping job {self.job_id} on every host")
+            if self.manifest is not None:
+                self.manifest.state = JobState.STOPPED
+            raise Interrupted(f"job {self.job_id} stopped on {name}", signum=s.signum) from None
+        except BaseException:
+            if self.manifest is not None and self.manifest.state not in (JobState.FAILED,
+                                                                         JobState.STOPPED):
+                self.manifest.state = JobState.FAILED
+            raise
+        finally:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+            if started and self.manifest is not None and not (
+                    self.opts.detach and self.manifest.state == JobState.RUNNING):
+                self.teardown()
+            for t in self.transports:
+                t.close()
+
+    def _step(self, i: int, name: str, fn: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
+        self.display.info(f"[{i}/{STEPS}] {name} ...")
+        fn()
+        self.display.info(f"      {name} done in {time.perf_counter() - t0:.1f}s")
+
+    def _set_state(self, state: JobState) -> None:
+        assert self.manifest is not None
+        self.manifest.state = state
+        self.manifest.save()
+
+    def preflight(self) -> None:
+        """Every host: reachable, same Python and dglctl, ports free, disk space; then the plan
+        on the ports found free."""
+        ports = preflight_ports(self.cluster)
+        reports = fan_out(self.clients, lambda i, c: c.preflight(c.host.data_address, ports))
+        for t, r in zip(self.transports, reports, strict=True):
+            t.workspace = r.workspace
+        problems = self.check_reports(reports)
+        chosen = choose_ports(self.cluster, set().union(*[r.ports_busy for r in reports]),
+                              explicit=self.opts.port_base_explicit)
+        if chosen is None:
+            problems.append(busy_ports_problem(
+                self.cluster, {h.name: r.ports_busy for h, r in zip(self.hosts, reports,
+                                                                   strict=True)}))
+        if problems:
+            raise PreflightError(problems)
+        base, _ = chosen
+        if base != self.cluster.port_base:
+            k = self.cluster.servers_per_host
+            self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
+                              f"{base}..{base + k}")
+        self.plan = self._plan(base)
+
+    def check_reports(self, reports: list[PreflightReport]) -> list[str]:
+        """The problems in the hosts' preflight reports (versions, workspace, disk)."""
+        from dglctl import __version__
+
+        local_py = ".".join(map(str, sys.version_info[:2]))
+        problems = []
+        for i, (h, r) in enumerate(zip(self.hosts, reports, strict=True)):
+            need = host_bytes(self.part_cfg, i)
+            if ".".join(r.python.split(".")[:2]) != local_py:
+                problems.append(f"host {h.name}: Python {r.python} ({r.executable}), "
+                                f"here {sys.version.split()[0]}: use the same minor version")
+            if r.dglctl != __version__:
+                problems.append(f"host {h.name}: dglctl {r.dglctl}, here {__version__}: "
+                                "install the same version")
+            if not r.workspace_writable:
+                problems.append(f"host {h.name}: workspace {r.workspace} is not writable")
+            elif r.disk_free < need:
+                problems.append(f"host {h.name}: {r.disk_free / 1e9:.1f} GB free in "
+                                f"{r.workspace}, the shards need {need / 1e9:.1f} GB")
+        return problems
+
+    def copy(self) -> None:
+        """Each host gets its part, the config files and the script; unchanged files are skipped."""
+        from runtime.rpc.ip_config import write_ip_config
+
+        plan = self._require_plan()
+        # Kept beside the job's manifest (not in /tmp, where every launch left a folder).
+        self.local_ip_config.parent.mkdir(parents=True, exist_ok=True)
+        write_ip_config(self.local_ip_config, list(plan.ip_config))
+        self._init_manifest(plan)
+        t0 = time.perf_counter()
+        stats = fan_out(self.clients, self._copy_host)
+        dt = max(time.perf_counter() - t0, 1e-6)
+        for h, (n, sent) in zip(self.hosts, stats, strict=True):
+            note = (f"{n} file(s), {sent / 1e6:.1f} MB, {sent / 1e6 / dt:.0f} MB/s" if n
+                    else "up to date")
+            self.display.info(f"      {h.name}: {note}")
+
+    def _copy_host(self, i: int, client: AgentClient) -> tuple[int, int]:
+        plan = self._require_plan()
+        hp, t = plan.hosts[i], client.transport
+        src_dir = Path(self.part_cfg["_dir"])
+        expected = self.part_cfg["files"]
+        rels = list(hp.files)
+        have = client.checksums(hp.data_dir, rels, sizes_only=True, timeout=60)
+        todo = [r for r in rels if have.get(r) is None or have[r].size != expected[r]["size"]]
+        # Same size is not proof: verify checksums of what is there (fast: xxh3).
+        kept = [r for r in rels if r not in todo]
+        if kept:
+            sums = client.checksums(hp.data_dir, kept)
+            todo += [r for r in kept if sums[r] is None
+                     or sums[r].xxh3_128 != expected[r]["xxh3_128"]]
+        sent = 0
+        data_rel = f"data/{plan.graph_name}"
+        for rel in todo:
+            t.put(src_dir / rel, f"{data_rel}/{rel}")
+            sent += expected[rel]["size"]
+        if todo:
+            sums = client.checksums(hp.data_dir, todo)
+            bad = [r for r in todo if sums[r] is None
+                   or sums[r].xxh3_128 != expected[r]["xxh3_128"]]
+            if bad:
+                raise IntegrityError(
+                    f"host {hp.name}: {len(bad)} copied file(s) fail their checksum, e.g. "
+                    f"{bad[0]}",
+                    hint="the copy was damaged on the way or on the host's disk; launch again "
+                         "to copy them again, and check the host's disk if it repeats")
+        t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
+        t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
+        t.put(self.opts.script, f"jobs/{self.job_id}/{self.opts.script.name}")
+        return len(todo), sent
+
+    def _require_plan(self) -> JobPlan:
+        if self.plan is None:
+            raise RuntimeError("the launch has no plan yet: preflight comes first")
+        return self.plan
+
+    def _init_manifest(self, plan: JobPlan) -> None:
+        self.manifest = JobManifest(
+            job_id=self.job_id, token=self.token,
+            cluster={"path": self.cluster.path, "transport": self.cluster.transport},
+            script=str(self.opts.script), args=list(self.opts.script_args),
+            part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
+            hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)
+                   for h in plan.hosts],
+            shm_dir=plan.shm_dir)
+        self.manifest.save()
+
+    def _start(self, spec: ProcSpec) -> None:
+        assert self.manifest is not None
+        client = self.clients[spec.host]
+        t = client.transport
+        # The env (with the job token) travels as a 0600 file, never on a command line.
+        t.put_bytes(json.dumps(dict(spec.env)).encode(),
+                    f"jobs/{self.job_id}/{spec.name}.env.json", mode=0o600)
+        started = client.start(self.job_id, spec.name, spec.cwd, spec.argv)
+        rec = ProcRecord(spec.name, spec.host, spec.role, spec.rank, started.pgid, started.log,
+                         spec.port)
+        self.manifest.procs.append(rec)
+        self.manifest.save()
+        # The host keeps its own record (without the token), for whoever logs in there.
+        mine = [asdict(p) for p in self.manifest.procs if p.host == spec.host]
+        t.put_bytes(json.dumps({"job_id": self.job_id, "host": spec.host_name,
+                                "machine_id": spec.host, "processes": mine}, indent=1).encode(),
+                    f"jobs/{self.job_id}/manifest.json")
+        self.logs.track(rec)
+
+    def start_servers(self) -> None:
+        """Start every server, then wait until each answers the job's handshake."""
+        from runtime.errors import DistError
+        from runtime.rpc.client import ServerPool
+        from runtime.rpc.ip_config import read_ip_config
+
+        for spec in self._require_plan().servers:
+            self._start(spec)
+        self._set_state(JobState.STARTING)
+        pool = ServerPool(read_ip_config(self.local_ip_config), self.cluster.servers_per_host,
+                          self.token, self.cluster.timeout, client_name="dglctl-launch",
+                          keeps_server=False)
+        wait = max(60.0, self.cluster.timeout * 6)
+        deadline = time.monotonic() + wait
+        try:
+            while True:
+                self._check_processes()  # a server that died while loading fails fast
+                try:
+                    pool.connect(connect_timeout=2.0)
+                    break
+                except DistError:
+                    if time.monotonic() > deadline:
+                        raise JobFailed(f"servers did not all answer within {wait:.0f}s; "
+                                        f"see 'dglctl logs {self.job_id}'") from None
+                self._pump_logs()
+        finally:
+            pool.close()
+
+    def start_trainers(self) -> None:
+        """Start trainers with the torch.distributed environment and the runtime contract."""
+        for spec in self._require_plan().trainers:
+            self._start(spec)
+        self._set_state(JobState.RUNNING)
+
+    # --- supervision -------------------------------------------------------------------------
+    def _check_processes(self) -> dict[str, ProcState]:
+        assert self.manifest is not None
+        states = probe_job(self.clients, self.manifest)
+        failed = [s for s in states.values() if s.failed]
+        if failed:
+            self._pump_logs()
+            if JobManifest.load(self.job_id).state in (JobState.STOPPING, JobState.STOPPED):
+                # 'dglctl stop' from elsewhere: the processes it ended did not fail.
+                self.manifest.state = JobState.STOPPED
+                raise Interrupted(f"job {self.job_id} was stopped by 'dglctl stop'")
+            message, result = failure_report(self.manifest, failed,
+                                             [h.name for h in self.hosts], self._tail)
+            self.manifest.result = result
+            raise JobFailed(message)
+        return states
+
+    def _tail(self, rec: ProcRecord) -> list[str]:
+        return self.clients[rec.host].tail(self.job_id, [rec.name], 15).get(rec.name, [])
+
+    def _pump_logs(self) -> None:
+        """Print new log lines of every process, prefixed ``[host role rank]``."""
+        lines, _ = self.logs.poll()
+        for line in lines:
+            self.display.line(line)
+
+    def supervise(self) -> int:
+        """Stream logs and watch every process until all trainers end or one fails."""
+        while True:
+            self._pump_logs()
+            states = self._check_processes()
+            trainers = [s for n, s in states.items() if n.startswith("trainer")]
+            if all(s.succeeded for s in trainers):
+                self._pump_logs()
+                assert self.manifest is not None
+                self.manifest.state = JobState.SUCCEEDED
+                self.display.info(f"job {self.job_id}: every trainer finished")
+                return 0
+            time.sleep(0.3)
+
+    def teardown(self) -> None:
+        """Stop every recorded process group on every host and remove shared memory."""
+        assert self.manifest is not None
+        stop_job(self.manifest, self.clients, display=self.display)

@@ -1,0 +1,256 @@
+"""The launch plan, computed without I/O: cluster config + launch options + what preflight
+found -> a ``JobPlan`` of every process's host, role, rank, name, argv, env and ports.
+
+``launch`` executes a plan (``jobs.launcher``); ``launch --dry-run`` prints one. The env of each
+process is the runtime's contract (``runtime.env.RuntimeEnv``) plus, for trainers,
+torch.distributed's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cluster_config import ClusterConfig, Host
+from ..errors import ConfigError
+from ..hosts.transport import join_path
+
+PORT_SEARCH = 200  # ports above the base that preflight probes for a free block
+TOKEN_VAR = "DGLCTL_TOKEN"
+# The contract's fields the launcher decides; the others (shm_dir, log_level, barrier_timeout,
+# ...) are tunables a cluster config may set in its ``env:`` as DGLCTL_<FIELD>.
+JOB_FIELDS = ("role", "job_id", "token", "machine_id", "ip_config", "part_config",
+              "num_servers", "num_trainers", "num_samplers", "server_id", "timeout")
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What ``dglctl launch`` was asked to run (beyond the cluster config)."""
+
+    script: Path
+    script_args: tuple[str, ...]
+    part_config: Path
+    detach: bool = False
+    port_base_explicit: bool = False
+
+
+@dataclass(frozen=True)
+class ProcSpec:
+    """One process to start: where, as what, and with which argv, env and port."""
+
+    name: str
+    host: int  # index into the plan's hosts (= machine id = partition id)
+    host_name: str
+    role: str  # "server" or "trainer"
+    rank: int  # server id for servers, global rank for trainers
+    local_rank: int  # index of the process among those of its role on its host
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+    port: int | None = None  # the port it listens on (a server's; trainer 0's MASTER_PORT)
+
+    @property
+    def label(self) -> str:
+        """``[host role rank]``, the prefix of its log lines."""
+        return f"[{self.host_name} {self.role} {self.rank}]"
+
+    def public_env(self) -> dict[str, str]:
+        """The env without the job token (what may be printed)."""
+        return {k: v for k, v in self.env.items() if k != TOKEN_VAR}
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One host of the plan and the paths the job uses on it."""
+
+    index: int
+    name: str
+    address: str
+    data_address: str
+    workspace: str
+    python: str
+    files: tuple[str, ...]  # partition files (relative to the partition folder) it needs
+    bytes_needed: int
+    job_dir: str
+    data_dir: str
+    part_config: str
+    ip_config: str
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything a launch starts, resolved per host and per process."""
+
+    job_id: str
+    graph_name: str
+    script: str
+    hosts: tuple[HostPlan, ...]
+    procs: tuple[ProcSpec, ...]
+    port_base: int
+    master_addr: str
+    master_port: int
+    world_size: int
+    shm_dir: str
+    ip_config: tuple[tuple[str, int], ...]  # ip_config.txt's lines: (data address, port base)
+
+    @property
+    def servers(self) -> tuple[ProcSpec, ...]:
+        """The graph servers, host by host."""
+        return tuple(p for p in self.procs if p.role == "server")
+
+    @property
+    def trainers(self) -> tuple[ProcSpec, ...]:
+        """The trainers, by rank."""
+        return tuple(p for p in self.procs if p.role == "trainer")
+
+    def describe(self) -> dict[str, Any]:
+        """The plan as JSON-ready data, without the job token."""
+        return {
+            "job_id": self.job_id, "graph_name": self.graph_name, "script": self.script,
+            "port_base": self.port_base, "master_addr": self.master_addr,
+            "master_port": self.master_port, "world_size": self.world_size,
+            "shm_dir": self.shm_dir, "ip_config": [list(m) for m in self.ip_config],
+            "hosts": [{"index": h.index, "name": h.name, "address": h.address,
+                       "data_address": h.data_address, "workspace": h.workspace,
+                       "python": h.python, "files": len(h.files),
+                       "bytes_needed": h.bytes_needed} for h in self.hosts],
+            "processes": [{"name": p.name, "host": p.host_name, "role": p.role, "rank": p.rank,
+                           "local_rank": p.local_rank, "argv": list(p.argv), "cwd": p.cwd,
+                           "port": p.port, "env": p.public_env()} for p in self.procs],
+        }
+
+
+def select_hosts(cluster: ClusterConfig, num_parts: int, part_path: str) -> tuple[Host, ...]:
+    """The first ``num_parts`` hosts (host i serves part i); too few hosts is a config error."""
+    if num_parts > len(cluster.hosts):
+        raise ConfigError(
+            f"{part_path} has {num_parts} parts but {cluster.path} lists "
+            f"{len(cluster.hosts)} host(s)",
+            hint="one host per part: add hosts, or re-partition with --num-parts "
+                 f"{len(cluster.hosts)}")
+    return cluster.hosts[:num_parts]
+
+
+def host_files(part_config: Mapping[str, Any], i: int) -> tuple[str, ...]:
+    """The partition files host ``i`` needs: its part's and the shared ones."""
+    return tuple(rel for rel in part_config.get("files", {})
+                 if rel.startswith(f"part{i}/") or not rel.startswith("part"))
+
+
+def host_bytes(part_config: Mapping[str, Any], i: int) -> int:
+    """Bytes of the partition files host ``i`` needs."""
+    files = part_config.get("files", {})
+    return sum(files[rel]["size"] for rel in host_files(part_config, i))
+
+
+def preflight_ports(cluster: ClusterConfig) -> list[int]:
+    """The ports preflight asks each host about: the base and the search range above it."""
+    base = cluster.port_base
+    return list(range(base, base + cluster.servers_per_host + PORT_SEARCH))
+
+
+def choose_ports(cluster: ClusterConfig, busy: Iterable[int],
+                 explicit: bool = False) -> tuple[int, int] | None:
+    """``(port base, MASTER_PORT)``: the configured base if its block is free on every host,
+    else (unless the base was given on the command line) the next free block, so two jobs on
+    the same hosts do not collide. None when no block is free.
+
+    A block is the servers' ports (base .. base + servers_per_host - 1), then MASTER_PORT.
+    """
+    base, k = cluster.port_base, cluster.servers_per_host
+    taken = set(busy)
+    candidates = [base] if explicit else range(base, base + PORT_SEARCH - k, k + 1)
+    for b in candidates:
+        if not taken & set(range(b, b + k + 1)):
+            return b, b + k
+    return None
+
+
+def busy_ports_problem(cluster: ClusterConfig, busy_per_host: Mapping[str, Iterable[int]]) -> str:
+    """The preflight problem when no port block is free: which host holds which server port."""
+    servers = set(range(cluster.port_base, cluster.port_base + cluster.servers_per_host))
+    detail = "; ".join(f"host {h}: port(s) {', '.join(map(str, sorted(servers & set(p))))} in use"
+                       for h, p in busy_per_host.items() if servers & set(p))
+    return detail or "no free server ports found"
+
+
+def runtime_environ(cluster: ClusterConfig, **job: Any) -> dict[str, str]:
+    """The runtime contract's variables for one process: ``job`` gives the launcher's fields
+    (JOB_FIELDS), the cluster's ``env:`` any tunable (DGLCTL_SHM_DIR, DGLCTL_LOG_LEVEL, ...)."""
+    from runtime.env import PREFIX, RuntimeEnv
+    from runtime.errors import EnvError
+
+    unknown = set(job) - set(JOB_FIELDS)
+    if unknown:
+        raise TypeError(f"not launcher fields of the runtime contract: {sorted(unknown)}")
+    own = {PREFIX + k.upper(): str(v) for k, v in job.items()}
+    try:
+        env = RuntimeEnv.from_environ(cluster.env, overrides=own)
+    except EnvError as e:  # a bad tunable in the cluster's env: name the file
+        raise ConfigError(f"{cluster.path}: env: {e.message}", hint=e.hint) from None
+    assert env is not None  # the role is always set
+    return env.to_environ()
+
+
+def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mapping[str, Any],
+             job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
+             port_base: int | None = None) -> JobPlan:
+    """The plan of a launch (pure: no I/O).
+
+    ``part_config`` is the partition's config (``graph_name``, ``num_parts``, ``files``);
+    ``workspaces`` and ``pythons`` are each host's, as preflight found them (or as configured,
+    for a dry run); ``port_base`` is the chosen one (default: the configured one).
+    """
+    graph = part_config["graph_name"]
+    hosts = select_hosts(cluster, part_config["num_parts"], str(part_config.get("_path", "")))
+    if not len(workspaces) == len(pythons) == len(hosts):
+        raise ValueError(f"{len(hosts)} hosts but {len(workspaces)} workspaces and "
+                         f"{len(pythons)} interpreters")
+    base = cluster.port_base if port_base is None else port_base
+    k, tph = cluster.servers_per_host, cluster.trainers_per_host
+    master_port, world = base + k, len(hosts) * tph
+    master_addr = hosts[0].data_address
+    plans = []
+    for i, (h, ws, py) in enumerate(zip(hosts, workspaces, pythons, strict=True)):
+        data_dir = join_path(ws, f"data/{graph}")
+        plans.append(HostPlan(
+            index=i, name=h.name, address=h.address, data_address=h.data_address, workspace=ws,
+            python=py, files=host_files(part_config, i), bytes_needed=host_bytes(part_config, i),
+            job_dir=join_path(ws, f"jobs/{job_id}"), data_dir=data_dir,
+            part_config=f"{data_dir}/{graph}.json",
+            ip_config=join_path(ws, f"jobs/{job_id}/ip_config.txt")))
+
+    def contract(hp: HostPlan, role: str, server_id: int = 0) -> dict[str, str]:
+        env = runtime_environ(
+            cluster, role=role, job_id=job_id, token=token, machine_id=hp.index,
+            ip_config=hp.ip_config, part_config=hp.part_config, num_servers=k,
+            num_trainers=tph, num_samplers=cluster.samplers_per_trainer, server_id=server_id,
+            timeout=cluster.timeout)
+        return {**cluster.env, **env}
+
+    procs = []
+    for hp in plans:
+        for s in range(k):
+            procs.append(ProcSpec(
+                name=f"server-{hp.index}-{s}", host=hp.index, host_name=hp.name, role="server",
+                rank=s, local_rank=s, argv=(hp.python, "-m", "runtime.server"),
+                env=contract(hp, "server", s), cwd=hp.job_dir, port=base + s))
+    for hp in plans:
+        for local in range(tph):
+            rank = hp.index * tph + local
+            env = contract(hp, "trainer")
+            env.update(RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
+                       MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+                       PYTHONUNBUFFERED="1")
+            procs.append(ProcSpec(
+                name=f"trainer-{hp.index}-{local}", host=hp.index, host_name=hp.name,
+                role="trainer", rank=rank, local_rank=local,
+                argv=(hp.python, opts.script.name, *opts.script_args), env=env, cwd=hp.job_dir,
+                port=master_port if rank == 0 else None))
+    shm_dir = procs[0].env.get("DGLCTL_SHM_DIR", "/dev/shm")
+    return JobPlan(job_id=job_id, graph_name=graph, script=str(opts.script), hosts=tuple(plans),
+                   procs=tuple(procs), port_base=base, master_addr=master_addr,
+                   master_port=master_port, world_size=world, shm_dir=shm_dir,
+                   ip_config=tuple((h.data_address, base) for h in hosts))
