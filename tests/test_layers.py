@@ -59,6 +59,16 @@ LAYERS = (
     Group("facade", 5, ("runtime",), only=()),
 )
 
+# dglctl, low to high (the CLI on top; jobs use hosts, never the other way).
+DGLCTL_LAYERS = (
+    Group("base", 0, ("dglctl", "dglctl.errors", "dglctl.display", "dglctl.agent")),
+    Group("config", 1, ("dglctl.cluster_config",)),
+    Group("hosts", 2, ("dglctl.hosts.*",)),
+    Group("jobs", 3, ("dglctl.jobs.*",)),
+    Group("commands", 4, ("dglctl.commands.*",)),
+    Group("cli", 5, ("dglctl.cli", "dglctl.__main__", "dglctl.demo")),
+)
+
 # Imports between different groups of one layer, each one that the code needs. store.local
 # samples and gathers with the kernels and draws, as the server and a co-located trainer do;
 # draws are the keyed draws written on the kernels. rpc stays apart from all three.
@@ -119,10 +129,11 @@ def check_package_direction(modules: dict[str, Module]) -> list[str]:
     ]
 
 
-def check_layer_table(modules: dict[str, Module], layers: tuple[Group, ...] = LAYERS) -> list[str]:
+def check_layer_table(modules: dict[str, Module], layers: tuple[Group, ...] = LAYERS,
+                      package: str = "runtime") -> list[str]:
     out = []
     for name, m in modules.items():
-        if name.split(".")[0] != "runtime":
+        if name.split(".")[0] != package:
             continue
         found = [g.name for g in layers if any(_matches(name, p) for p in g.modules)]
         if len(found) != 1:
@@ -132,10 +143,11 @@ def check_layer_table(modules: dict[str, Module], layers: tuple[Group, ...] = LA
 
 
 def check_layers(modules: dict[str, Module], layers: tuple[Group, ...] = LAYERS,
-                 same_layer: set[tuple[str, str]] = SAME_LAYER_IMPORTS) -> list[str]:
+                 same_layer: set[tuple[str, str]] = SAME_LAYER_IMPORTS,
+                 package: str = "runtime") -> list[str]:
     out = []
     for e in imports(modules):
-        if e.importer.split(".")[0] != "runtime" or e.top != "runtime":
+        if e.importer.split(".")[0] != package or e.top != package:
             continue
         a, b = group_of(e.importer, layers), group_of(e.target, layers)
         if a is None or b is None or a.name == b.name:
@@ -313,6 +325,40 @@ def test_every_runtime_module_has_a_layer(project):
 
 def test_runtime_imports_go_down_the_layers(project):
     _assert_none(check_layers(project), "runtime imports that go up or sideways")
+
+
+def test_every_dglctl_module_has_a_layer(project):
+    _assert_none(check_layer_table(project, DGLCTL_LAYERS, "dglctl"),
+                 "dglctl modules outside DGLCTL_LAYERS")
+
+
+def test_dglctl_imports_go_down_the_layers(project):
+    _assert_none(check_layers(project, DGLCTL_LAYERS, set(), "dglctl"),
+                 "dglctl imports that go up or sideways")
+
+
+def check_public_api_documented(modules: dict[str, Module], package: str) -> list[str]:
+    """Each module of ``package`` has a docstring, and so has each public top-level function
+    and class; public functions declare their return type."""
+    out = []
+    for name, m in modules.items():
+        if name.split(".")[0] != package:
+            continue
+        if not ast.get_docstring(m.tree):
+            out.append(f"{m.path}: no module docstring")
+        for node in m.tree.body:
+            if not isinstance(node, ast.FunctionDef | ast.ClassDef) or node.name.startswith("_"):
+                continue
+            if not ast.get_docstring(node):
+                out.append(f"{m.path}:{node.lineno}: {node.name} has no docstring")
+            if isinstance(node, ast.FunctionDef) and node.returns is None:
+                out.append(f"{m.path}:{node.lineno}: {node.name} declares no return type")
+    return out
+
+
+@pytest.mark.parametrize("package", ["partitioner", "runtime", "dglctl"])
+def test_public_api_is_documented(project, package):
+    _assert_none(check_public_api_documented(project, package), f"undocumented {package} API")
 
 
 def test_server_never_imports_torch(project):

@@ -10,6 +10,7 @@ with their ``process_request``, without pickle: only registered classes can be m
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -44,7 +45,7 @@ class Message:
     op: ClassVar[str] = ""
 
 
-def message(op: str):
+def message(op: str) -> Callable[[type[M]], type[M]]:
     """Class decorator: a dataclass registered under ``op`` (the name on the wire)."""
     def wrap(cls: type[M]) -> type[M]:
         cls = dataclass(cls)
@@ -140,6 +141,8 @@ class Hello(Message):
 
 @message("hello_reply")
 class HelloReply(Message):
+    """The server's name for itself: machine, server id, job, runtime version."""
+
     machine_id: int
     server_id: int
     job_id: str
@@ -166,6 +169,8 @@ class Stats(Message):
 
 @message("stats_reply")
 class StatsReply(Message):
+    """A server's counters: requests, bytes in and out, errors, uptime, clients, tensors."""
+
     requests: int
     bytes_in: int
     bytes_out: int
@@ -195,6 +200,8 @@ class Pull(Message):
 
 @message("pull_reply")
 class PullReply(Message):
+    """The rows of a ``Pull``, in the order asked."""
+
     rows: np.ndarray = array()
 
 
@@ -231,11 +238,15 @@ class Create(Message):
 
 @message("create_reply")
 class CreateReply(Message):
+    """Whether this call created the tensor (exactly one caller per machine fills it)."""
+
     created: bool
 
 
 @message("delete")
 class Delete(Message):
+    """Remove a machine's rows of tensor ``name``."""
+
     name: str
 
 
@@ -263,6 +274,8 @@ class Degrees(Message):
 
 @message("degrees_reply")
 class DegreesReply(Message):
+    """One degree per id of a ``Degrees`` request."""
+
     degrees: np.ndarray = array()
 
 
@@ -276,6 +289,8 @@ class FindEdges(Message):
 
 @message("find_edges_reply")
 class FindEdgesReply(Message):
+    """Homogeneous source and destination node ids, one per edge id."""
+
     src: np.ndarray = array()
     dst: np.ndarray = array()
 

@@ -41,7 +41,7 @@ def _uniform(key, draw):
 
 
 @njit(cache=True)
-def sample_uniform(start, deg, keys, fanout):
+def sample_uniform(start, deg, keys, fanout) -> tuple[np.ndarray, np.ndarray]:
     """``(seed_idx, pos)`` of ``runtime.sampling.sample_etype`` without replacement, weights
     or exclusions, for ``fanout >= 0``: every seed keeps min(deg, fanout) edges, grouped by
     seed; a seed with more edges keeps Floyd's draws, sorted."""
@@ -86,7 +86,7 @@ def sample_uniform(start, deg, keys, fanout):
 
 
 @njit(cache=True)
-def relabel_first_seen(mark, ids, empty):
+def relabel_first_seen(mark, ids, empty) -> tuple[np.ndarray, np.ndarray]:
     """``(unique ids in first-appearance order, local index of every id)``; ``mark`` is a
     scratch array over the id range holding ``empty`` everywhere, and is left that way."""
     n = len(ids)

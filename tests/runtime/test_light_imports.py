@@ -1,0 +1,37 @@
+"""Light imports, measured in a fresh interpreter: ``import runtime`` and a server process load
+neither torch nor the partition writer (``partitioner.pipeline`` and its partitioning
+backends); a trainer's API loads torch but still not the writer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import TIMEOUT
+
+pytestmark = pytest.mark.multiprocess
+
+HEAVY = ("torch", "partitioner.pipeline", "partitioner.methods", "metis", "kaminpar")
+
+
+def _loaded(code: str) -> dict[str, bool]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=6 * TIMEOUT, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_runtime_and_the_server_load_neither_torch_nor_the_writer():
+    for code in ("import runtime", "import runtime.server.graph_server",
+                 "from runtime.server.__main__ import main"):
+        loaded = _loaded(code)
+        assert not any(loaded.values()), (code, loaded)
+
+
+def test_the_trainer_api_loads_torch_but_not_the_writer():
+    loaded = _loaded("from runtime import DistGraph, DistDataLoader, NeighborSampler")
+    assert loaded["torch"]
+    assert not any(v for k, v in loaded.items() if k != "torch"), loaded
