@@ -148,7 +148,7 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
     """Figures 1-3 of this module on the 1-part (standalone) and 2-part (servers) partitions
     of the same graph: seeds/s and edges/s local vs through the servers, remote pull vs bare
     pyzmq, local rows vs numpy. Runs the trainer side in this process."""
-    import runtime.dist_graph as dg
+    import runtime as dg
     from partitioner.loader import load_orig_ids
     from runtime.sampling.neighbor import NeighborSampler
 
@@ -199,7 +199,7 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
         results["bare_zmq_gbs"] = nbytes / t_bare / 1e9
         # 3. local rows vs numpy fancy indexing of the same shared array, the same rows (the
         # second of a pair finds them in cache: the alternating order evens that out)
-        arr = g2._local_tensor("_N/feat")
+        arr = g2.local.tensor("_N/feat")
         t_loc, t_np = paired(lambda: feat[ids[0]], lambda: arr[ids[0]], repeat * 40,
                              setup=lambda: draw(local_ids))
         results["pull_local_gbs"] = nbytes / t_loc / 1e9
@@ -295,7 +295,7 @@ def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, f
 
 def trainer_dgl_setup(out: Path, start: float, seconds: float) -> None:
     """Entry of measure_dgl_setup's trainers (env contract already set by the parent)."""
-    import runtime.dist_graph as dg
+    import runtime as dg
     from runtime.sampling.neighbor import NeighborSampler
 
     dg.initialize()
@@ -382,7 +382,7 @@ def client_load_env(machine: int, out: Path, rows: int = 10_000, seconds: float 
     """Entry of the load-test client processes (env contract already set by the parent):
     requests to ``machine``'s servers for ``seconds``; writes rows/s (pull) or seeds/s
     (sample) to ``out``."""
-    import runtime.dist_graph as dg
+    import runtime as dg
     from runtime.sampling.neighbor import sample_neighbors
 
     dg.initialize()

@@ -130,7 +130,7 @@ def main() -> int:
               f"with:\n  bench/dgl_env.sh   (or DGL_VENV=DIR bench/dgl_env.sh, then "
               f"--dgl-python DIR/bin/python)", flush=True)
 
-    import runtime.dist_graph as dg
+    import runtime as dg
     from partitioner.loader import load_orig_ids
     from runtime.sampling.neighbor import NeighborSampler
 
