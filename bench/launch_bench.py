@@ -289,7 +289,7 @@ def measure_launch(cluster_file: Path, part_config: Path, work: Path, *, hosts: 
 
 def copy_throughput(cluster_file: Path, sshd, work: Path, size_mb: int, repeat: int) -> dict:
     """The launcher's SFTP copy vs plain scp of the same file to the same host, alternating."""
-    from dglctl.cluster_config import load_cluster_config
+    from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import SSHTransport
     from tests.dglctl.sshd import ADDRESSES
 

@@ -51,7 +51,7 @@ def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: P
     go to SCRIPT. --dry-run prints what would start (with the configured port base; the job
     token is never printed).
     """
-    from ..cluster_config import cluster_from_ip_config, load_cluster_config
+    from ..config import cluster_from_ip_config, load_cluster_config
     from ..jobs.launcher import Launcher, LaunchOptions
 
     if json_mode and not dry_run:

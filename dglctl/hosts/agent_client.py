@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster_config import Host
+from ..config import Host
 from .group import fan_out
 from .transport import Transport
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
-from ..cluster_config import Host
+from ..config import Host
 from ..errors import GroupError, HostFailure
 
 T = TypeVar("T")

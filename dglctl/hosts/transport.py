@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cluster_config import ClusterConfig, Host
+from ..config import ClusterConfig, Host
 from ..errors import AuthFailed, HostUnreachable, RemoteCommandFailed, UnknownHostKey
 
 AGENT = ["-m", "dglctl.agent"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ..cluster_config import ClusterConfig, Host
+from ..config import ClusterConfig, Host
 from ..display import Display
 from ..errors import ConfigError, IntegrityError, Interrupted, JobFailed, PreflightError
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState

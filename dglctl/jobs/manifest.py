@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster_config import ClusterConfig, Host, load_cluster_config
+from ..config import ClusterConfig, Host, load_cluster_config
 from ..errors import ConfigError, DglctlError
 from ..hosts.agent_client import ProcState, ProcStatus
 from ..hosts.transport import Transport, make_transport

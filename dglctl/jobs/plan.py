@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cluster_config import ClusterConfig, Host
+from ..config import ClusterConfig, Host
 from ..errors import ConfigError
 from ..hosts.transport import join_path
 

@@ -15,7 +15,7 @@ from typing import Any
 import xxhash
 
 from dglctl import __version__
-from dglctl.cluster_config import ClusterConfig, Host
+from dglctl.config import ClusterConfig, Host
 from dglctl.errors import RemoteCommandFailed
 
 Answer = Any  # a JSON-able value, an exception, or a function of the options -> either

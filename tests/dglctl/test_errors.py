@@ -12,7 +12,7 @@ import click
 import pytest
 
 from dglctl.cli import cli, main
-from dglctl.cluster_config import parse_cluster_config
+from dglctl.config import parse_cluster_config
 from dglctl.errors import (
     ConfigError,
     DglctlError,

@@ -98,7 +98,7 @@ def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
 def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
     import os
 
-    from dglctl.cluster_config import load_cluster_config
+    from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
 
     cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))

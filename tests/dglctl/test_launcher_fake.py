@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dglctl import agent
-from dglctl.cluster_config import load_cluster_config
+from dglctl.config import load_cluster_config
 from dglctl.display import Display
 from dglctl.errors import (
     EXIT_INTEGRITY,

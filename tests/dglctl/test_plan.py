@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from dglctl.cli import cli, main
-from dglctl.cluster_config import parse_cluster_config
+from dglctl.config import parse_cluster_config
 from dglctl.errors import ConfigError
 from dglctl.jobs.plan import (
     LaunchOptions,
