@@ -61,47 +61,51 @@ def message(op: str) -> Callable[[type[M]], type[M]]:
     return wrap
 
 
+# Header keys that are not a message's fields: the request id travels beside the message.
+ENVELOPE = ("id",)
+
+
 def encode(msg: Message, **envelope: Any) -> list:
     """Frames of ``msg``; ``envelope`` (e.g. the request id) travels in the header too."""
     head, one, many = _LAYOUT[type(msg)]
-    header = {"op": msg.op, **envelope}
-    for name in head:
-        header[name] = getattr(msg, name)
+    header = {name: getattr(msg, name) for name in head}
+    header["op"] = msg.op
+    header.update(envelope)
     frames = [getattr(msg, name) for name in one]
-    counts = []
-    for name in many:
-        items = getattr(msg, name)
-        counts.append(len(items))
-        frames.extend(items)
     if many:
+        counts = []
+        for name in many:
+            items = getattr(msg, name)
+            counts.append(len(items))
+            frames.extend(items)
         header["_n"] = counts
-    return pack(header, frames)
+    return pack(header, frames, owned=True)
 
 
 def decode(frames: list) -> tuple[Message, dict[str, Any]]:
     """``(message, envelope)`` from frames made by :func:`encode`."""
-    header, frames_in = unpack(frames)
-    op = header.pop("op", None)
+    # What is left of the header once op, envelope and array counts are out are the fields:
+    # the class's constructor refuses any other key and any missing one.
+    values, frames_in = unpack(frames)
+    op = values.pop("op", None)
     cls = _REGISTRY.get(op)  # type: ignore[arg-type]
     if cls is None:
         raise ProtocolError(f"unknown message {op!r}")
-    head, one, many = _LAYOUT[cls]
-    values: dict[str, Any] = {}
-    for name in head:
-        if name in header:
-            values[name] = header.pop(name)
-    counts = header.pop("_n", [0] * len(many))
-    if len(frames_in) != len(one) + sum(counts):
-        raise ProtocolError(f"{op!r} carries {len(frames_in)} arrays, expected "
-                            f"{len(one) + sum(counts)}")
-    for name, arr in zip(one, frames_in, strict=False):
-        values[name] = arr
-    pos = len(one)
-    for name, n in zip(many, counts, strict=True):
-        values[name] = frames_in[pos:pos + n]
-        pos += n
+    envelope = {k: values.pop(k) for k in ENVELOPE if k in values}
+    _, one, many = _LAYOUT[cls]
+    counts = values.pop("_n", None) if many else None
+    expected = len(one) + (sum(counts) if counts else 0)
+    if len(frames_in) != expected:
+        raise ProtocolError(f"{op!r} carries {len(frames_in)} arrays, expected {expected}")
+    if one:
+        values.update(zip(one, frames_in, strict=False))
+    if counts:
+        pos = len(one)
+        for name, n in zip(many, counts, strict=True):
+            values[name] = frames_in[pos:pos + n]
+            pos += n
     try:
-        return cls(**values), header
+        return cls(**values), envelope
     except TypeError as e:
         raise ProtocolError(f"malformed {op!r} message: {e}") from None
 

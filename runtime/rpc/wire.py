@@ -16,10 +16,13 @@ from ..errors import DistError
 PROTOCOL_VERSION = 3  # 3: typed messages (runtime.rpc.messages), errors as {type, message, hint}
 
 
-def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ...] = ()) -> list:
-    """Frames for ``header`` and ``arrays`` (zero-copy for contiguous arrays)."""
+def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ...] = (),
+         owned: bool = False) -> list:
+    """Frames for ``header`` and ``arrays`` (zero-copy for contiguous arrays); ``owned``: the
+    caller's ``header`` may be changed (saves a copy)."""
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    header = dict(header)
+    if not owned:
+        header = dict(header)
     header["_t"] = [[a.dtype.str, list(a.shape)] for a in arrays]
     return [msgpack.packb(header, use_bin_type=True), *[memoryview(a).cast("B") for a in arrays]]
 
