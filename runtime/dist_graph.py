@@ -251,7 +251,9 @@ class DistGraph:
         return torch.from_numpy(out)
 
     def find_edges(self, edges, etype=None):
-        """``(src, dst)`` homogeneous node ids of edge ids ``edges`` of ``etype``."""
+        """``(src, dst)`` node ids of edge ids ``edges`` of ``etype``, per type as DGL returns
+        them (the ids of the edge type's source and destination types; on a graph of one node
+        type those are the homogeneous ids)."""
         key = self._canonical(etype)
         ids = np.asarray(edges, dtype=np.int64).reshape(-1)
         src = np.empty(len(ids), np.int64)
@@ -264,4 +266,7 @@ class DistGraph:
                     lambda s: msg.FindEdges(key, s.local),
                     lambda s: msg.FindEdgesReply(*self.local.find_edges(key, s.local)),
                     place)
-        return torch.from_numpy(src), torch.from_numpy(dst)
+        if len(self.ntypes) > 1:  # the parts answer in homogeneous ids
+            src, dst = self._book.map_to_per_ntype(src)[1], self._book.map_to_per_ntype(dst)[1]
+        return torch.from_numpy(np.asarray(src, np.int64)), \
+            torch.from_numpy(np.asarray(dst, np.int64))

@@ -95,3 +95,36 @@ def test_sigterm_removes_shared_memory(cluster):
         assert p.wait(TIMEOUT) == 0
     assert job_files(cluster.job_id) == []
     pool.close()
+
+
+@pytest.mark.unit
+def test_hetero_find_edges_returns_per_type_ids(tmp_path, monkeypatch):
+    """find_edges(eids, etype) on a heterograph answers in the edge type's per-type node ids
+    (it answered homogeneous ids, which index past the end of per-type arrays)."""
+    import torch
+
+    import runtime as dg
+    from partitioner.loader import load_orig_ids
+
+    g_in = hetero_graph()
+    partition_graph(g_in, "h", 1, tmp_path / "p")
+    for k in [k for k in os.environ if k.startswith("DGLCTL_")]:
+        monkeypatch.delenv(k)
+    dg.exit_client()
+    dg.initialize()
+    try:
+        g = dg.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
+        orig_n, orig_e = load_orig_ids(tmp_path / "p" / "h.json")
+        for et in g_in.edges:
+            eids = np.arange(g.num_edges(et))
+            src, dst = g.find_edges(eids, etype=et)
+            assert src.dtype == dst.dtype == torch.int64
+            assert int(src.max()) < g.num_nodes(et[0]) and int(dst.max()) < g.num_nodes(et[2])
+            s_in, d_in = g_in.edges[et]
+            # New per-type ids -> input ids: the same end points as the input graph's edges.
+            np.testing.assert_array_equal(orig_n[et[0]][src.numpy()], s_in[orig_e[et]])
+            np.testing.assert_array_equal(orig_n[et[2]][dst.numpy()], d_in[orig_e[et]])
+        src, dst = g.find_edges(np.array([0, 1]), etype="writes")  # the short name works too
+        assert len(src) == len(dst) == 2
+    finally:
+        dg.exit_client()
