@@ -57,6 +57,17 @@ class ClusterConfig:
     samplers_per_trainer: int = 0
     port_base: int = DEFAULT_PORT_BASE
     timeout: float = 10.0
+    # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
+    # is then the --cluster file that gave the other settings, or the ip_config itself.
+    ip_config: str | None = None
+
+    def source(self) -> dict[str, Any]:
+        """What rebuilds this cluster later (recorded in a job's manifest): the cluster file,
+        and the ip_config when the hosts came from one."""
+        if self.ip_config is None:
+            return {"path": self.path, "transport": self.transport}
+        base = None if self.path == self.ip_config else self.path
+        return {"path": base, "ip_config": self.ip_config, "transport": self.transport}
 
     def with_overrides(self, **overrides: Any) -> ClusterConfig:
         """A copy with command-line values (None means: keep the file's)."""
@@ -243,8 +254,20 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
     data = {"hosts": [{"name": f"m{m.machine_id}", "address": m.ip} for m in machines],
             "transport": "local" if loopback else "ssh", "port_base": ports.pop()}
     if base is None:
-        return parse_cluster_config(data, str(path))
+        return replace(parse_cluster_config(data, str(path)), ip_config=str(path))
     template = base.hosts[0]
     hosts = tuple(replace(template, address=m.ip, name=f"m{m.machine_id}", data_address=m.ip)
                   for m in machines)
-    return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path)
+    return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path,
+                   ip_config=str(path))
+
+
+def load_cluster_source(source: dict[str, Any]) -> ClusterConfig:
+    """The cluster a job was launched on, from ``ClusterConfig.source()`` as its manifest
+    recorded it."""
+    base = load_cluster_config(source["path"]) if source.get("path") else None
+    if source.get("ip_config"):
+        return cluster_from_ip_config(source["ip_config"], base)
+    if base is None:
+        raise ConfigError("the job's manifest names no cluster file")
+    return base

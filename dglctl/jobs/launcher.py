@@ -259,7 +259,7 @@ class Launcher:
     def _init_manifest(self, plan: JobPlan) -> None:
         self.manifest = JobManifest(
             job_id=self.job_id, token=self.token,
-            cluster={"path": self.cluster.path, "transport": self.cluster.transport},
+            cluster=self.cluster.source(),
             script=str(self.opts.script), args=list(self.opts.script_args),
             part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
             hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)

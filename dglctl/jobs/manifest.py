@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ClusterConfig, Host, load_cluster_config
+from ..config import ClusterConfig, Host, load_cluster_source
 from ..errors import ConfigError, DglctlError
 from ..hosts.agent_client import ProcState, ProcStatus
 from ..hosts.transport import Transport, make_transport
@@ -155,9 +155,10 @@ def list_jobs() -> list[JobManifest]:
 def transports_for(manifest: JobManifest, cluster: ClusterConfig | None = None,
                    factory: Callable[[Host, ClusterConfig], Transport] | None = None
                    ) -> list[Transport]:
-    """Transports to a recorded job's hosts (from its cluster file, unless ``cluster`` is
-    given), each pointed at the workspace the launch used. Makes no connection."""
-    cluster = cluster or load_cluster_config(manifest.cluster["path"])
+    """Transports to a recorded job's hosts (from its cluster file or ip_config, unless
+    ``cluster`` is given), each pointed at the workspace the launch used. Makes no
+    connection."""
+    cluster = cluster or load_cluster_source(manifest.cluster)
     factory = factory or make_transport
     by_name = {h.name: h for h in cluster.hosts}
     out = []

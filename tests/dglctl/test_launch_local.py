@@ -267,3 +267,27 @@ def test_launch_from_ip_config(parts, home, tmp_path, capsys):
     code, _, err = run(["launch", TRAINER, "--ip-config", str(ip), "--part-config",
                         str(parts[2])], capsys)
     assert code == 2 and "same port" in err
+
+
+def test_detached_job_from_ip_config_has_status_logs_and_stop(parts, home, tmp_path, capsys):
+    """status, logs and stop of a job launched with --ip-config rebuild its hosts from that
+    file (they reloaded the ip_config as a cluster YAML and failed)."""
+    import random
+
+    port = random.randint(20000, 50000)
+    ip = tmp_path / "ip_config.txt"
+    ip.write_text(f"127.0.0.1 {port}\n127.0.0.2 {port}\n")
+    code, out, err = run(["launch", TRAINER, "--ip-config", str(ip), "--num-trainers", "1",
+                          "--part-config", str(parts[2]), "--detach", "--", "sleep"], capsys)
+    assert code == 0, err
+    job = _job_from(out)
+    try:
+        code, out, err = run(["status", job, "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["state"] == "running"
+        code, out, err = run(["logs", job, "--role", "trainer"], capsys)
+        assert code == 0, err
+    finally:
+        code, out, err = run(["stop", job], capsys)
+    assert code == 0 and "stopped" in out, err
+    assert leftovers(job) == ([], [])
