@@ -14,7 +14,9 @@ from pathlib import Path
 from .cli import main
 
 DEMO_DIR = Path("demo-out")
-REPO = Path(__file__).resolve().parents[1]
+# The demo's script and cluster are package data (examples/train_dist.py and
+# configs/local.yaml link to them), so the demo runs from an installed dglctl too.
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def run() -> int:
@@ -24,8 +26,8 @@ def run() -> int:
          "--out", str(DEMO_DIR / "demo.npz"), "--overwrite"],
         ["partition", "--input", str(DEMO_DIR / "demo.npz"), "--graph-name", "demo",
          "--num-parts", "2", "--balance-edges", "--out", str(DEMO_DIR / "parts"), "--overwrite"],
-        ["launch", str(REPO / "examples" / "train_dist.py"), "--cluster",
-         str(REPO / "configs" / "local.yaml"), "--part-config", str(DEMO_DIR / "parts" / "demo.json"),
+        ["launch", str(DATA / "train_dist.py"), "--cluster",
+         str(DATA / "local.yaml"), "--part-config", str(DEMO_DIR / "parts" / "demo.json"),
          "--", "--graph-name", "demo", "--num-epochs", "3", "--batch-size", "500",
          "--lr", "0.01"],
     ]

@@ -77,12 +77,15 @@ def _module(path: str, source: str) -> Module:
 
 
 def read_project(root: Path, packages: Iterable[str] = PROJECT_PACKAGES) -> dict[str, Module]:
-    """Every module of ``packages`` under ``root``, by dotted name."""
+    """Every module of ``packages`` under ``root``, by dotted name. A folder without an
+    ``__init__.py`` holds package data, not modules (``dglctl/data``: the demo's script)."""
     modules = {}
     for package in packages:
         for file in sorted((root / package).rglob("*.py")):
             rel = file.relative_to(root)
             if any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+                continue
+            if not (file.parent / "__init__.py").exists():
                 continue
             m = _module(rel.as_posix(), file.read_text(encoding="utf-8"))
             modules[m.name] = m

@@ -14,14 +14,16 @@ if TYPE_CHECKING:
     from ..display import Display
     from ..jobs.plan import JobPlan
 
-DEFAULT_CLUSTER = Path(__file__).resolve().parents[2] / "configs" / "local.yaml"
+# Package data, so an installed dglctl has its default (configs/local.yaml links to it).
+DEFAULT_CLUSTER = Path(__file__).resolve().parents[1] / "data" / "local.yaml"
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("script", type=click.Path(path_type=Path))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path), default=None,
-              help=f"Cluster YAML [default: {DEFAULT_CLUSTER.relative_to(DEFAULT_CLUSTER.parents[1])}]")
+              help="Cluster YAML [default: the local cluster of configs/local.yaml: two "
+                   "machines on 127.0.0.1 and 127.0.0.2, no SSH]")
 @click.option("--part-config", type=click.Path(path_type=Path), required=True,
               help="The partition's JSON (from 'dglctl partition').")
 @click.option("--num-servers", type=int, default=None, help="Servers per host.")
