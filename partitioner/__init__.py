@@ -19,9 +19,11 @@ _EXPORTS = {
     "PartitionInputError": "partitioner.errors",
     "PartitionOptionError": "partitioner.errors",
     "Graph": "partitioner.graph",
+    "as_graph": "partitioner.inputs",
     "Partition": "partitioner.loader",
     "load_partition": "partitioner.loader",
     "load_partition_book": "partitioner.loader",
+    "load_partition_feats": "partitioner.feats",
     "partition_graph": "partitioner.pipeline",
 }
 

@@ -101,7 +101,7 @@ class Partition:
         for key, e in self.config["etypes"].items():
             indptr, indices = self.csc(key)
             dst_type = parse_etype_key(key)[2]
-            dst_pt = self.book.partid2nids(self.part_id, dst_type)
+            dst_pt = self.book.nodes.part_ids(self.part_id, dst_type)
             dst = self.book.map_to_homo_nid(np.repeat(dst_pt, np.diff(indptr)), dst_type)
             lo = self.config["edge_map"][key][self.part_id][0]
             srcs.append(np.asarray(indices))
@@ -190,10 +190,18 @@ def load_partition(
 
 def load_partition_book(
     config: str | os.PathLike[str] | dict[str, Any], part_id: int = 0
-) -> RangePartitionBook:
-    """The range partition book of a partition, as seen from part ``part_id``."""
+) -> tuple[RangePartitionBook, str, dict[str, int], dict[tuple[str, str, str], int]]:
+    """DGL's ``load_partition_book``: ``(book, graph_name, ntypes, etypes)``, the range
+    partition book as seen from part ``part_id``, the graph's name, node type -> id and
+    canonical edge type -> id."""
     cfg = config if isinstance(config, dict) else read_config(config)
-    return RangePartitionBook(cfg, part_id)
+    book = RangePartitionBook(cfg, part_id)
+    for kind, rmap in (("node_map", book.nodes), ("edge_map", book.edges)):
+        flat = rmap.ranges.reshape(-1)  # part-major, then type id: never decreasing (DGL)
+        if np.any(flat[1:] < flat[:-1]):
+            raise ValueError(f"the {kind} is not sorted by part, then type id: {flat.tolist()}")
+    etypes = {parse_etype_key(k): int(v) for k, v in cfg["etypes"].items()}
+    return book, cfg["graph_name"], {k: int(v) for k, v in cfg["ntypes"].items()}, etypes
 
 
 def load_orig_ids(config: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict, dict]:

@@ -13,9 +13,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import __version__
+from .balance import balance_weights
 from .errors import PartitionOptionError
 from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
 from .graph import Graph, etype_key
+from .inputs import as_graph
 from .methods import METHODS, assign_parts
 from .parallel import prefault, release_free_memory, retained_heap, submit, submit_after
 from .relabel import OutPartsJob, presort_edges, presort_out_edges, relabel_nodes, sort_edges
@@ -82,93 +84,16 @@ def _joined(futures: list[Future]) -> Iterator[None]:
         raise
 
 
-def balance_weights(
-    graph: Graph,
-    *,
-    balance_train: bool = True,
-    balance_ntypes: str | None = None,
-    balance_edges: bool = False,
-    in_degrees: list[np.ndarray] | None = None,
-) -> tuple[np.ndarray, list[str]]:
-    """Vertex weight columns for METIS (``(n, ncon)`` int32) and a name for each column.
-
-    Columns: node count (one per node type for heterogeneous graphs, as DGL balances types),
-    the ``train_mask`` where present, one 0/1 column per distinct value of the node data named
-    by ``balance_ntypes``, and in-degree with ``balance_edges``. All-zero columns are dropped,
-    since METIS rejects a constraint with no weight. ``in_degrees`` (per edge type, the in-degree
-    of each destination-type node) saves counting them again where the caller has them.
-    """
-    n = graph.total_nodes
-    offsets = graph.node_offsets()
-    cols: list[np.ndarray] = []
-    names: list[str] = []
-    if graph.is_homogeneous or len(graph.ntypes) == 1:
-        cols.append(np.ones(n, np.int32))
-        names.append("nodes")
-    else:
-        for t, ntype in enumerate(graph.ntypes):
-            c = np.zeros(n, np.int32)
-            c[offsets[t] : offsets[t + 1]] = 1
-            cols.append(c)
-            names.append(f"nodes:{ntype}")
-    if balance_train:
-        c = np.zeros(n, np.int32)
-        found = False
-        for t, ntype in enumerate(graph.ntypes):
-            mask = graph.ndata.get(ntype, {}).get("train_mask")
-            if mask is not None:
-                c[offsets[t] : offsets[t + 1]] = mask.astype(bool)
-                found = True
-        if found:
-            cols.append(c)
-            names.append("train")
-    if balance_ntypes is not None:
-        values = np.full(n, -1, np.int64)
-        found = False
-        for t, ntype in enumerate(graph.ntypes):
-            arr = graph.ndata.get(ntype, {}).get(balance_ntypes)
-            if arr is not None:
-                if arr.ndim != 1:
-                    raise PartitionOptionError(
-                        f"--balance-ntypes {balance_ntypes}: node data {ntype}/{balance_ntypes} "
-                        f"must be one value per node, has shape {arr.shape}"
-                    )
-                values[offsets[t] : offsets[t + 1]] = arr.astype(np.int64)
-                found = True
-        if not found:
-            known = sorted({k for feats in graph.ndata.values() for k in feats})
-            raise PartitionOptionError(
-                f"--balance-ntypes {balance_ntypes}: no node data of that name",
-                hint=f"node data in this graph: {', '.join(known) or 'none'}",
-            )
-        for v in np.unique(values[values >= 0]):
-            cols.append((values == v).astype(np.int32))
-            names.append(f"{balance_ntypes}={v}")
-    if balance_edges:
-        deg = np.zeros(n, np.int64)
-        for e, (etype, (_, dst)) in enumerate(graph.edges.items()):
-            d = graph.ntypes.index(etype[2])
-            deg[offsets[d] : offsets[d + 1]] += (
-                np.bincount(dst, minlength=graph.num_nodes[etype[2]])
-                if in_degrees is None else in_degrees[e]
-            )
-        cols.append(np.minimum(deg, 2**31 - 1).astype(np.int32))
-        names.append("in-degree")
-    keep = [i for i, c in enumerate(cols) if c.any()]
-    weights = np.ascontiguousarray(np.stack([cols[i] for i in keep], axis=1))
-    return weights, [names[i] for i in keep]
-
-
 def partition_graph(
-    graph: Graph,
+    graph: Any,
     graph_name: str,
     num_parts: int,
-    out: str | Path,
+    out: str | Path | None = None,
     *,
     method: str = "metis",
     halo_hops: int = 1,
     balance_train: bool = True,
-    balance_ntypes: str | None = None,
+    balance_ntypes: Any = None,
     balance_edges: bool = False,
     objtype: str = "cut",
     imbalance: float = 1.03,
@@ -177,15 +102,106 @@ def partition_graph(
     out_edges: bool = True,
     overwrite: bool = False,
     reporter: ProgressReporter | None = None,
-) -> dict[str, Any]:
+    return_mapping: bool = False,
+    ndata: dict[str, Any] | None = None,
+    edata: dict[str, Any] | None = None,
+    num_nodes: int | None = None,
+    **dgl_names: Any,
+) -> Any:
     """Partition ``graph`` into ``num_parts`` parts and write ``out/graph_name.json`` plus shards.
 
+    ``graph`` is a :class:`Graph` or anything :func:`partitioner.inputs.as_graph` takes (a
+    scipy sparse matrix, ``(src, dst)`` arrays, a PyG ``Data`` / ``HeteroData``). DGL's
+    argument names work too: ``out_path`` (``out``), ``num_hops`` (``halo_hops``),
+    ``part_method`` (``method``), ``num_trainers_per_machine`` (``trainers_per_machine``);
+    ``graph_formats`` is accepted and ignored (parts are always CSC, plus the out-CSR);
+    ``balance_ntypes`` may be DGL's array of one value per node as well as a node data name.
+    ``ndata`` / ``edata`` give the features of a ``(src, dst)`` or scipy input, ``num_nodes``
+    its node count (default: largest id + 1, as ``dgl.graph``).
     With ``out_edges`` (the default) every part also gets the out-CSR of the edges whose
     source it owns (``edge_dir="out"`` sampling and ``out_degrees`` need it); the CLI's
     ``--no-out-edges`` turns it off. Returns the part config that was written (the quality
-    report is under ``"quality"``). The folder appears only when complete; on any error
-    nothing is left behind.
+    report is under ``"quality"``), or with ``return_mapping`` DGL's ``(orig_nids,
+    orig_eids)``: int64 tensors of the input id of each new id (dicts per type for a
+    heterograph). The folder appears only when complete; on any error nothing is left behind.
+
+    Node ids are relabeled so each part owns one range; with one part every node keeps its
+    input id, but edge ids still follow the stored order (by destination): use ``orig_eids``.
     """
+    given = {"out": out, "halo_hops": halo_hops, "method": method,
+             "trainers_per_machine": trainers_per_machine}
+    opts = _dgl_options(dgl_names, given, {"out": None, "halo_hops": 1, "method": "metis",
+                                           "trainers_per_machine": 1})
+    config = _partition(as_graph(graph, num_nodes, ndata, edata), graph_name, num_parts, opts["out"],
+                        method=opts["method"], halo_hops=opts["halo_hops"],
+                        balance_train=balance_train, balance_ntypes=balance_ntypes,
+                        balance_edges=balance_edges, objtype=objtype, imbalance=imbalance,
+                        seed=seed, trainers_per_machine=opts["trainers_per_machine"],
+                        out_edges=out_edges, overwrite=overwrite, reporter=reporter)
+    return orig_id_tensors(config) if return_mapping else config
+
+
+_DGL_NAMES = {"out_path": "out", "num_hops": "halo_hops", "part_method": "method",
+              "num_trainers_per_machine": "trainers_per_machine"}
+
+
+def _dgl_options(dgl_names: dict[str, Any], given: dict[str, Any],
+                 defaults: dict[str, Any]) -> dict[str, Any]:
+    """Fold DGL's argument names into ours; a PartitionOptionError for an unknown name or
+    for both names of one option given different values."""
+    opts = dict(given)
+    for name, value in dgl_names.items():
+        if name == "graph_formats":
+            continue
+        ours = _DGL_NAMES.get(name)
+        if ours is None:
+            known = sorted([*_DGL_NAMES, "graph_formats", *given])
+            raise PartitionOptionError(f"partition_graph() got an unknown argument {name!r}",
+                                       hint=f"known: {', '.join(known)}")
+        if opts[ours] != defaults[ours] and opts[ours] != value:
+            raise PartitionOptionError(f"{name}={value!r} and {ours}={opts[ours]!r} disagree",
+                                       hint="give one of the two names")
+        opts[ours] = value
+    if opts["out"] is None:
+        raise PartitionOptionError("partition_graph() needs an output folder (out / out_path)")
+    return opts
+
+
+def orig_id_tensors(config: dict[str, Any]) -> tuple[Any, Any]:
+    """DGL's ``return_mapping`` value: ``(orig_nids, orig_eids)`` as int64 torch tensors, the
+    input id of each new per-type id; dicts by node type / canonical edge type unless the
+    graph has a single node type and a single edge type."""
+    import torch
+
+    from .loader import load_orig_ids
+
+    nids, eids = load_orig_ids(config)
+    nids = {k: torch.from_numpy(np.array(v, np.int64)) for k, v in nids.items()}
+    eids = {k: torch.from_numpy(np.array(v, np.int64)) for k, v in eids.items()}
+    if len(nids) == 1 and len(eids) == 1:
+        return next(iter(nids.values())), next(iter(eids.values()))
+    return nids, eids
+
+
+def _partition(
+    graph: Graph,
+    graph_name: str,
+    num_parts: int,
+    out: str | Path,
+    *,
+    method: str,
+    halo_hops: int,
+    balance_train: bool,
+    balance_ntypes: Any,
+    balance_edges: bool,
+    objtype: str,
+    imbalance: float,
+    seed: int,
+    trainers_per_machine: int,
+    out_edges: bool,
+    overwrite: bool,
+    reporter: ProgressReporter | None,
+) -> dict[str, Any]:
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
     phases = _Phases(reporter or _Silent())
@@ -384,4 +400,7 @@ def _feature_schema(graph: Graph, with_trainer_id: bool) -> dict[str, Any]:
         for et, feats in graph.edata.items()
         for name, arr in feats.items()
     }
+    if with_trainer_id:
+        for et in graph.edges:
+            edge[f"{etype_key(et)}/trainer_id"] = {"dtype": np.dtype(np.int64).str, "shape": []}
     return {"node": node, "edge": edge}

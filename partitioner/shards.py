@@ -86,12 +86,18 @@ def write_part(
         if mark is not None:
             mark[indices] = True
         feats = graph.edata.get(etype, {})
-        if feats:
+        if feats or trainer_piece is not None:
             rows = se.order[b0:b1]
             entry.setdefault("edge_feat_files", {})
             for name, arr in feats.items():
                 rel = f"{prefix}/edge_feat/{e}_{safe_name(name)}.npy"
                 entry["edge_feat_files"][f"{key}/{name}"] = writer.save(rel, arr[rows])
+            if trainer_piece is not None:
+                # As DGL: an edge goes to the trainer of its destination node.
+                dst_old = graph.edges[etype][1][rows] + int(graph.node_offsets()[d])
+                rel = f"{prefix}/edge_feat/{e}_trainer_id.npy"
+                entry["edge_feat_files"][f"{key}/trainer_id"] = writer.save(
+                    rel, trainer_piece[dst_old])
 
     num_halo: list[int] = []
     if mark is not None:

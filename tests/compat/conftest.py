@@ -23,8 +23,7 @@ DGL_COMMIT = "6e2c0f489ba4cfae4614d6f07da41e0ecd36b226"  # v1.1.3
 def create_random_graph(n: int) -> Graph:
     """DGL's ``create_random_graph(n)``: the edges of ``spsp.random(n, n, density=0.001,
     random_state=100)``, one node type and one edge type."""
-    arr = (spsp.random(n, n, density=0.001, format="coo", random_state=100) != 0).astype(
-        np.int64)
+    arr = (spsp.random(n, n, density=0.001, format="coo", random_state=100) != 0).tocoo()
     return Graph.homogeneous(arr.row.astype(np.int64), arr.col.astype(np.int64), n)
 
 

@@ -22,7 +22,7 @@ METHODS = ["metis", "random", "kaminpar"]
 def _new_edges(graph, cfg):
     """Input edges in relabeled homogeneous ids, indexed by new homogeneous edge id."""
     orig_n, orig_e = load_orig_ids(cfg)
-    book = load_partition_book(cfg)
+    book = load_partition_book(cfg)[0]
     E = cfg["num_edges"]
     src_new = np.full(E, -1, np.int64)
     dst_new = np.full(E, -1, np.int64)
@@ -40,7 +40,7 @@ def _new_edges(graph, cfg):
 def _check_invariants(graph, cfg, halo_hops):
     P = cfg["num_parts"]
     N, E = cfg["num_nodes"], cfg["num_edges"]
-    book = load_partition_book(cfg)
+    book = load_partition_book(cfg)[0]
     # Ranges are contiguous, part-major then type, and cover [0, N) / [0, E).
     for key, total in (("node_map", N), ("edge_map", E)):
         types = sorted(cfg["ntypes" if key == "node_map" else "etypes"],
@@ -89,13 +89,15 @@ def _check_invariants(graph, cfg, halo_hops):
             ntype, name = key.split("/", 1)
             if name == "trainer_id":
                 continue
-            pt = book.partid2nids(p, ntype)
+            pt = np.asarray(book.partid2nids(p, ntype))
             np.testing.assert_array_equal(arr, graph.ndata[ntype][name][orig_n[ntype][pt]])
         _, orig_e = load_orig_ids(cfg)
         for key, arr in part.edge_feats().items():
             ek, name = key.rsplit("/", 1)
             et = tuple(ek.split(":"))
-            pt = book.partid2eids(p, et)
+            if name == "trainer_id":
+                continue
+            pt = np.asarray(book.partid2eids(p, et))
             np.testing.assert_array_equal(arr, graph.edata[et][name][orig_e[et][pt]])
     assert np.all(owned_count == 1), "every node owned by exactly one part"
     assert np.all(edge_seen == 1), "every edge stored exactly once as inner"
@@ -113,7 +115,7 @@ def _check_out_edges(part, book, src_new, dst_new):
     for key in cfg["etypes"]:
         et = tuple(key.split(":"))
         indptr, dst, eids = (np.asarray(a) for a in part.csr(key))
-        owned = book.partid2nids(p, et[0])
+        owned = np.asarray(book.partid2nids(p, et[0]))
         assert len(indptr) == len(owned) + 1 and indptr[0] == 0 and indptr[-1] == len(eids)
         src = book.map_to_homo_nid(np.repeat(owned, np.diff(indptr)), et[0])
         np.testing.assert_array_equal(src_new[eids], src)
@@ -194,7 +196,7 @@ def test_out_degrees_match_the_input(tmp_path):
     partition_graph(g, "h", 2, tmp_path / "o")
     cfg = read_config(tmp_path / "o")
     orig_n, _ = load_orig_ids(cfg)
-    book = load_partition_book(cfg)
+    book = load_partition_book(cfg)[0]
     for et, (s, _) in g.edges.items():
         want = np.bincount(s, minlength=g.num_nodes[et[0]])
         got = np.concatenate([load_partition(cfg, p).out_degrees(etype_key(et)) for p in range(2)])
@@ -205,10 +207,21 @@ def test_out_degrees_match_the_input(tmp_path):
 def test_trainers_per_machine(tmp_path):
     g = community_graph()
     cfg = partition_graph(g, "g", 2, tmp_path / "o", trainers_per_machine=2)
+    book = load_partition_book(cfg)[0]
+    node_tid = np.zeros(book.num_nodes(), np.int64)
     for p in range(2):
-        tid = load_partition(cfg, p).node_feats()["_N/trainer_id"]
+        part = load_partition(cfg, p)
+        tid = part.node_feats()["_N/trainer_id"]
         assert set(np.unique(tid).tolist()) <= {2 * p, 2 * p + 1}
+        node_tid[slice(*part.owned_range)] = tid
+    for p in range(2):
+        # As DGL: an edge's trainer is its destination's.
+        part = load_partition(cfg, p)
+        _, dst, eids, _ = part.inner_edges()
+        etid = part.edge_feats()["_N:_E:_N/trainer_id"]
+        np.testing.assert_array_equal(etid, node_tid[dst[np.argsort(eids)]])
     assert cfg["feature_schema"]["node"]["_N/trainer_id"]["shape"] == []
+    assert cfg["feature_schema"]["edge"]["_N:_E:_N/trainer_id"]["shape"] == []
 
 
 def test_config_keeps_dgl_schema(tmp_path):

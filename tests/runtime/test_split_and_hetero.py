@@ -20,7 +20,7 @@ from tests.conftest import TIMEOUT, hetero_graph
 @pytest.mark.parametrize("force_even", [True, False])
 def test_node_split_covers_every_training_node_once(two_part_graph, force_even):
     g, cfg = two_part_graph
-    book = load_partition_book(cfg)
+    book = load_partition_book(cfg)[0]
     from partitioner.loader import load_orig_ids
 
     orig = load_orig_ids(cfg)[0]["_N"]
@@ -47,7 +47,7 @@ def _world(monkeypatch):
 @pytest.mark.unit
 def test_edge_split(two_part_graph):
     _, cfg = two_part_graph
-    book = load_partition_book(cfg)
+    book = load_partition_book(cfg)[0]
     mask = np.zeros(book.num_edges(), bool)
     mask[::3] = True
     shares = [edge_split(mask, book, rank=r).numpy() for r in range(4)]

@@ -1,0 +1,129 @@
+"""In-memory graphs the partitioner takes besides :class:`Graph`: scipy sparse matrices,
+``(src, dst)`` arrays, PyG ``Data`` / ``HeteroData``.
+
+No import of scipy, torch or torch_geometric happens here: objects are recognised by their
+attributes (a PyG object by ``edge_index`` / ``node_types``), so a process that never builds
+one never loads those packages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import PartitionInputError
+from .graph import Graph
+
+_PYG_SKIP = {"edge_index", "num_nodes", "adj_t", "ptr", "batch"}
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy view of an array-like (torch tensors are detached and moved to the CPU)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _features(feats: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    return {str(k): to_numpy(v) for k, v in (feats or {}).items()}
+
+
+def as_graph(
+    obj: Any,
+    num_nodes: int | None = None,
+    ndata: dict[str, Any] | None = None,
+    edata: dict[str, Any] | None = None,
+) -> Graph:
+    """The :class:`Graph` for ``obj``; raises PartitionInputError for anything else.
+
+    Accepted: a ``Graph`` (returned as is); a square scipy sparse matrix (entry ``(i, j)`` is
+    the edge ``i -> j``, as ``dgl.from_scipy``); a ``(src, dst)`` pair of numpy arrays or torch
+    tensors (``num_nodes`` defaults to the largest id + 1, as ``dgl.graph``); a PyG ``Data``
+    (``edge_index``, node-level attributes such as ``x``, ``y``, ``train_mask`` become node
+    data under the same names, edge-level ones such as ``edge_attr`` edge data) or
+    ``HeteroData`` (one node type per node store, one canonical edge type per edge store).
+    ``ndata`` / ``edata`` add features to a homogeneous input (one row per node / edge).
+    """
+    if isinstance(obj, Graph):
+        return obj
+    if hasattr(obj, "node_types") and hasattr(obj, "edge_types"):
+        return _from_pyg_hetero(obj)
+    if hasattr(obj, "edge_index"):
+        src, dst, n, nd, ed = _from_pyg_data(obj)
+    elif hasattr(obj, "tocoo") and hasattr(obj, "shape"):
+        coo = obj.tocoo()
+        if coo.shape[0] != coo.shape[1]:
+            raise PartitionInputError(
+                f"a scipy matrix of shape {coo.shape} is not a graph's adjacency (not square)",
+                path="<scipy matrix>",
+            )
+        src, dst, n, nd, ed = coo.row, coo.col, int(coo.shape[0]), {}, {}
+    elif isinstance(obj, tuple | list) and len(obj) == 2:
+        src, dst = to_numpy(obj[0]).reshape(-1), to_numpy(obj[1]).reshape(-1)
+        n = int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
+        nd, ed = {}, {}
+    else:
+        raise PartitionInputError(
+            f"cannot partition a {type(obj).__name__}",
+            path="<graph>",
+            hint="pass a partitioner.Graph, a scipy sparse matrix, (src, dst) arrays, or a "
+                 "PyG Data / HeteroData",
+        )
+    n = int(num_nodes) if num_nodes is not None else n
+    nd.update(_features(ndata))
+    ed.update(_features(edata))
+    graph = Graph.homogeneous(np.asarray(src, np.int64), np.asarray(dst, np.int64), n, nd, ed)
+    graph.validate("<in-memory graph>")
+    return graph
+
+
+def _from_pyg_data(data: Any) -> tuple[np.ndarray, np.ndarray, int, dict, dict]:
+    edge_index = to_numpy(data.edge_index)
+    n = int(data.num_nodes)
+    m = edge_index.shape[1]
+    ndata: dict[str, np.ndarray] = {}
+    edata: dict[str, np.ndarray] = {}
+    for key, value in _items(data):
+        if key in _PYG_SKIP or not hasattr(value, "shape") or len(value.shape) == 0:
+            continue
+        if _is_edge_attr(data, key, value, n, m):
+            edata[key] = to_numpy(value)
+        elif value.shape[0] == n:
+            ndata[key] = to_numpy(value)
+    return edge_index[0], edge_index[1], n, ndata, edata
+
+
+def _from_pyg_hetero(data: Any) -> Graph:
+    num_nodes = {str(t): int(data[t].num_nodes) for t in data.node_types}
+    edges, ndata, edata = {}, {}, {}
+    for t in data.node_types:
+        ndata[str(t)] = {k: to_numpy(v) for k, v in _items(data[t])
+                         if k not in _PYG_SKIP and hasattr(v, "shape") and len(v.shape)
+                         and v.shape[0] == num_nodes[str(t)]}
+    for et in data.edge_types:
+        cet = tuple(str(x) for x in et)
+        store = data[et]
+        ei = to_numpy(store.edge_index)
+        edges[cet] = (ei[0].astype(np.int64), ei[1].astype(np.int64))
+        edata[cet] = {k: to_numpy(v) for k, v in _items(store)
+                      if k not in _PYG_SKIP and hasattr(v, "shape") and len(v.shape)
+                      and v.shape[0] == ei.shape[1]}
+    graph = Graph(num_nodes, edges, ndata, edata)  # type: ignore[arg-type]
+    graph.validate("<HeteroData>")
+    return graph
+
+
+def _items(store: Any) -> list[tuple[str, Any]]:
+    """The attributes of a PyG Data or storage (``items()``, else its ``__dict__``)."""
+    if hasattr(store, "items"):
+        return [(str(k), v) for k, v in store.items()]
+    return [(k, v) for k, v in vars(store).items() if not k.startswith("_")]
+
+
+def _is_edge_attr(data: Any, key: str, value: Any, n: int, m: int) -> bool:
+    if hasattr(data, "is_edge_attr"):
+        return bool(data.is_edge_attr(key))
+    # Without PyG's own answer: edge-sized and named like an edge attribute, or not node-sized.
+    return value.shape[0] == m and (key.startswith("edge_") or value.shape[0] != n)
+
