@@ -56,7 +56,8 @@ def main(args):
     emb_opt = SparseAdam([emb], lr=args.lr)
     sampler = NeighborSampler(fanouts, seed=args.seed)
     loader = DistEdgeDataLoader(g, train_eids, sampler, batch_size=args.batch_size,
-                                negative_sampler=args.num_negs, shuffle=True, seed=args.seed)
+                                negative_sampler=args.num_negs, exclude="self", shuffle=True,
+                                seed=args.seed)
 
     def embed(blocks):
         nids = blocks[0].srcdata[NID]

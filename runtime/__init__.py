@@ -23,10 +23,16 @@ _EXPORTS = {
     "DistEmbedding": "runtime.embedding",
     "sample_neighbors": "runtime.sampling.neighbor",
     "NeighborSampler": "runtime.sampling.neighbor",
+    "MultiLayerNeighborSampler": "runtime.sampling.neighbor",
+    "sample_etype_neighbors": "runtime.sampling.neighbor",
+    "in_subgraph": "runtime.sampling.neighbor",
+    "to_block": "runtime.sampling.graph",
+    "SampledGraph": "runtime.sampling.graph",
+    "negative_sampler": "runtime.loader.dataloading",
     "DistDataLoader": "runtime.loader.dataloader",
     "DistNodeDataLoader": "runtime.loader.dataloader",
     "Block": "runtime.sampling.block",
-    "PairGraph": "runtime.sampling.block",
+    "PairGraph": "runtime.sampling.graph",
     "DistEdgeDataLoader": "runtime.loader.edge_dataloader",
 }
 

@@ -49,7 +49,7 @@ LAYERS = (
     Group("kernels", 1, ("runtime.sampling.kernels",)),
     Group("draws", 1, ("runtime.sampling.draws",)),
     Group("server", 2, ("runtime.server.*",)),
-    Group("block", 2, ("runtime.sampling.block",)),
+    Group("block", 2, ("runtime.sampling.block", "runtime.sampling.graph")),
     Group("api", 3, ("runtime.context", "runtime.routing", "runtime.view", "runtime.dist_graph",
                      "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
                      "runtime.sampling.neighbor")),

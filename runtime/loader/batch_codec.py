@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from ..errors import DistError
-from ..sampling.block import EID, NID, Block, PairGraph
+from ..sampling.block import EID, NID, Block
+from ..sampling.graph import PairGraph, SampledGraph
 
 
 def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
@@ -37,10 +38,14 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
                            leaf(x._edata[et][EID].numpy())]
                           for et, (s, d) in x._edges.items()],
             }
-        if isinstance(x, PairGraph):
-            return {"t": "pair", "s": leaf(x.src.numpy()), "d": leaf(x.dst.numpy()),
-                    "n": leaf(x.nids.numpy()),
-                    "e": None if x.eids is None else leaf(x.eids.numpy())}
+        if isinstance(x, SampledGraph):
+            def data(d: dict) -> dict:
+                return {k: leaf(v.detach().cpu().numpy()) for k, v in d.items()}
+
+            return {"t": "graph", "pair": isinstance(x, PairGraph), "n": x._num_nodes,
+                    "nd": {t: data(d) for t, d in x._ndata.items()},
+                    "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()), data(x._edata[et])]
+                              for et, (s, d) in x._edges.items()]}
         if isinstance(x, (list, tuple)):
             return {"t": "list" if isinstance(x, list) else "tuple", "v": [walk(v) for v in x]}
         if isinstance(x, dict):
@@ -73,10 +78,17 @@ def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
                      for et, s, d, e in x["edges"]}
             return Block({t: torch.from_numpy(arr(i)) for t, i in x["src"].items()},
                          x["ndst"], edges)
-        if kind == "pair":
-            return PairGraph(torch.from_numpy(arr(x["s"])), torch.from_numpy(arr(x["d"])),
-                             torch.from_numpy(arr(x["n"])),
-                             None if x["e"] is None else torch.from_numpy(arr(x["e"])))
+        if kind == "graph":
+            def data(d: dict) -> dict:
+                return {k: torch.from_numpy(arr(i)) for k, i in d.items()}
+
+            out = (PairGraph if x["pair"] else SampledGraph).__new__(
+                PairGraph if x["pair"] else SampledGraph)
+            SampledGraph.__init__(
+                out, x["n"], {tuple(et): (arr(s), arr(d)) for et, s, d, _ in x["edges"]},
+                {tuple(et): data(e) for et, _, _, e in x["edges"]},
+                {t: data(d) for t, d in x["nd"].items()})
+            return out
         if kind in ("list", "tuple"):
             items = [walk(v) for v in x["v"]]
             return items if kind == "list" else tuple(items)

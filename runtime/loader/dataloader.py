@@ -35,6 +35,9 @@ class DistDataLoader:
 
     ``dataset`` is an array of ids; each batch is ``collate_fn(ids)`` (the ids themselves
     without one). ``seed`` fixes the shuffling (epoch ``k`` uses ``seed + k``).
+    ``num_workers`` (DGL's DataLoader argument) is the number of sampler processes when
+    ``num_samplers`` is not given; ``device`` other than CPU and ``pin_memory`` are refused
+    or ignored as in DGL (batches are on the CPU).
     """
 
     def __init__(
@@ -47,7 +50,15 @@ class DistDataLoader:
         queue_size: int | None = None,
         seed: int = 0,
         num_samplers: int | None = None,
+        num_workers: int | None = None,
+        device: Any = None,
+        pin_memory: bool = False,
     ) -> None:
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"device={device!r}: distributed loaders yield CPU batches, as "
+                             "DGL's; move them with .to(device)")
+        if num_samplers is None:
+            num_samplers = num_workers
         self.dataset = np.asarray(torch.as_tensor(dataset).numpy(), dtype=np.int64).reshape(-1)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -122,19 +133,46 @@ def _num_samplers(requested: int | None) -> int:
 class DistNodeDataLoader(DistDataLoader):
     """DGL's ``DistNodeDataLoader(g, nids, graph_sampler, batch_size, ...)``.
 
-    Yields ``(input_nodes, output_nodes, blocks)`` per batch of seed nodes.
+    Yields ``(input_nodes, output_nodes, blocks)`` per batch of seed nodes. On a heterograph
+    ``nids`` is ``{ntype: ids}``: the batches mix the types (as DGL's, which flattens the
+    dict) and ``input_nodes`` / ``output_nodes`` are dicts keyed by node type.
     """
 
     def __init__(self, g: Any, nids: Any, graph_sampler: Any, batch_size: int,
                  shuffle: bool = False, drop_last: bool = False, **kwargs: Any) -> None:
         self.g = g
         self.graph_sampler = graph_sampler
+        typed = isinstance(nids, dict)
+        if typed:
+            book = g.get_partition_book()
+            nids = np.concatenate([np.empty(0, np.int64)] + [
+                np.asarray(book.map_to_homo_nid(_ids(v), t), np.int64) for t, v in nids.items()])
         # Not a bound method of the loader: that would be a reference cycle, and a loader
         # in a cycle (with its sampler processes) lives until the cyclic collector runs.
         super().__init__(nids, batch_size, shuffle=shuffle,
-                         collate_fn=functools.partial(_sample_nodes, g, graph_sampler),
+                         collate_fn=functools.partial(_sample_nodes, g, graph_sampler, typed),
                          drop_last=drop_last, **kwargs)
 
 
-def _sample_nodes(g: Any, graph_sampler: Any, seeds: torch.Tensor):
+def _ids(x: Any) -> np.ndarray:
+    return np.asarray(torch.as_tensor(x).numpy(), np.int64).reshape(-1)
+
+
+def split_by_type(g: Any, homo_ids: np.ndarray, kind: str = "node") -> dict[Any, torch.Tensor]:
+    """Homogeneous node (or edge) ids -> ``{type: per-type ids}`` (types in the graph's order,
+    each type that occurs; ids of a type keep their order)."""
+    book = g.get_partition_book()
+    if kind == "node":
+        tids, per = book.map_to_per_ntype(homo_ids)
+        names: list[Any] = g.ntypes
+    else:
+        tids, per = book.map_to_per_etype(homo_ids)
+        names = g.canonical_etypes
+    tids, per = np.asarray(tids), np.asarray(per, np.int64)
+    return {names[t]: torch.from_numpy(per[tids == t]) for t in np.unique(tids)}
+
+
+def _sample_nodes(g: Any, graph_sampler: Any, typed: bool, seeds: torch.Tensor):
+    if typed:
+        seeds = split_by_type(g, seeds.numpy())
     return graph_sampler.sample(g, seeds)

@@ -1,4 +1,6 @@
-"""Distributed neighbour sampling: ``sample_neighbors`` and DGL's ``NeighborSampler``.
+"""Distributed neighbour sampling: DGL's ``sample_neighbors``, ``sample_etype_neighbors``,
+``in_subgraph`` (each returns a ``SampledGraph``) and ``NeighborSampler``; the edges
+themselves (``sample_neighbor_edges``) for the library's own use.
 
 Seeds are grouped by the machine that owns them; the local machine samples from shared memory,
 every other machine gets one request carrying all edge types, sent together. Results are
@@ -22,8 +24,9 @@ from ..dist_graph import DistGraph
 from ..errors import DistError
 from ..routing import route, split_by_owner
 from ..rpc import messages as msg
-from .block import NID, Block, to_block
+from .block import EID, NID, Block, block_from_edges
 from .draws import OUT_SALT
+from .graph import SampledGraph
 
 CanonicalEtype = tuple[str, str, str]
 
@@ -46,7 +49,54 @@ def _fanout_of(fanout: Any, etype: CanonicalEtype) -> int:
     return int(fanout)
 
 
-def sample_neighbors(
+def sample_neighbors(g: DistGraph, nodes: Any, fanout: Any, edge_dir: str = "in",
+                     prob: str | None = None, replace: bool = False, **kwargs: Any
+                     ) -> SampledGraph:
+    """DGL's ``sample_neighbors``: up to ``fanout`` in-edges (or out-edges) of every seed.
+
+    Returns a ``SampledGraph`` holding every node of ``g`` (per type) and only the sampled
+    edges, in ``g``'s direction, their edge ids in ``edata[EID]``. On a heterograph ``nodes``
+    is ``{ntype: ids}`` and the fanout applies to each edge type (as DGL's
+    ``sample_etype_neighbors``; DGL's ``sample_neighbors`` draws over all types at once).
+    ``exclude_edges=`` and ``seed=`` as :func:`sample_neighbor_edges`.
+    """
+    sampled = sample_neighbor_edges(g, nodes, fanout, edge_dir=edge_dir, prob=prob,
+                                    replace=replace, **kwargs)
+    return _as_graph(g, sampled)
+
+
+def sample_etype_neighbors(g: DistGraph, nodes: Any, fanout: Any, edge_dir: str = "in",
+                           prob: str | None = None, replace: bool = False,
+                           etype_sorted: bool = True, **kwargs: Any) -> SampledGraph:
+    """DGL's ``sample_etype_neighbors``: up to ``fanout[etype]`` edges of every seed per edge
+    type (an int: the same for every type). A dict must name every edge type, as in DGL.
+    ``etype_sorted`` is accepted and has no effect (each type is stored on its own)."""
+    if isinstance(fanout, dict):
+        missing = [et for et in g.canonical_etypes
+                   if not any(k in fanout for k in (et, et[1], ":".join(et)))]
+        if missing:
+            raise DistError(f"fanout {fanout} names no fanout for edge types {missing}",
+                            hint="give every edge type a fanout (0: none, -1: all)")
+    return sample_neighbors(g, nodes, fanout, edge_dir=edge_dir, prob=prob, replace=replace,
+                            **kwargs)
+
+
+def in_subgraph(g: DistGraph, nodes: Any) -> SampledGraph:
+    """DGL's ``in_subgraph``: every in-edge of ``nodes``, as a ``SampledGraph`` on all nodes."""
+    return sample_neighbors(g, nodes, -1)
+
+
+def _as_graph(g: DistGraph, sampled: dict) -> SampledGraph:
+    empty = np.empty(0, np.int64)
+    edges, edata = {}, {}
+    for et in g.canonical_etypes:
+        src, dst, eid = sampled.get(et, (empty, empty, empty))
+        edges[et] = (src, dst)
+        edata[et] = {EID: torch.from_numpy(np.asarray(eid, np.int64))}
+    return SampledGraph({t: g.num_nodes(t) for t in g.ntypes}, edges, edata)
+
+
+def sample_neighbor_edges(
     g: DistGraph,
     nodes: Any,
     fanout: Any,
@@ -56,7 +106,8 @@ def sample_neighbors(
     replace: bool = False,
     seed: int = 0,
 ) -> dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Sample up to ``fanout`` in-edges (or out-edges) of every seed, per edge type.
+    """Sample up to ``fanout`` in-edges (or out-edges) of every seed, per edge type (the
+    edges of :func:`sample_neighbors`, without building a graph).
 
     Args:
         nodes: seed ids (per type: a dict ``{ntype: ids}`` for heterogeneous graphs).
@@ -262,9 +313,18 @@ class NeighborSampler:
         self.seed = seed
         self._calls = 0
 
-    def sample_blocks(self, seeds: Any, g: DistGraph | None = None,
-                      exclude_edges: Any = None) -> list[Block]:
-        """The blocks for ``seeds`` (DGL's ``collate_fn`` shape: seeds in, blocks out)."""
+    def sample_blocks(self, seeds: Any, g: Any = None, exclude_edges: Any = None,
+                      exclude_eids: Any = None) -> Any:
+        """The blocks for ``seeds`` (DGL 0.x's ``collate_fn`` shape: seeds in, blocks out).
+
+        DGL 1.x's ``sample_blocks(g, seed_nodes, exclude_eids=None)`` (the graph first) returns
+        ``(input_nodes, output_nodes, blocks)`` as DGL 1.x does.
+        """
+        if isinstance(seeds, DistGraph):  # DGL 1.x: sample_blocks(g, seed_nodes, ...)
+            return self.sample(seeds, g, exclude_edges=exclude_edges
+                               if exclude_eids is None else exclude_eids)
+        if exclude_eids is not None:
+            exclude_edges = exclude_eids
         graph = g or self.g
         if graph is None:
             graph = get_context().current_graph()
@@ -277,18 +337,23 @@ class NeighborSampler:
         num_nodes = {t: graph.num_nodes(t) for t in graph.ntypes}
         blocks: list[Block] = []
         for layer, fanout in enumerate(reversed(self.fanouts)):
-            sampled = sample_neighbors(graph, dst, fanout, edge_dir=self.edge_dir, prob=self.prob,
-                                       exclude_edges=exclude_edges, replace=self.replace,
-                                       seed=call_seed * 31 + layer)
+            sampled = sample_neighbor_edges(graph, dst, fanout, edge_dir=self.edge_dir,
+                                            prob=self.prob, exclude_edges=exclude_edges,
+                                            replace=self.replace, seed=call_seed * 31 + layer)
             if self.edge_dir == "out":  # messages flow from the out-neighbours to the seeds
                 sampled = {(et[2], et[1], et[0]): (nbr, seed_ids, eid)
                            for et, (seed_ids, nbr, eid) in sampled.items()}
-            block = to_block(dst, sampled, num_nodes)
+            block = block_from_edges(dst, sampled, num_nodes)
             blocks.insert(0, block)
             dst = {t: block._src_data[t][NID].numpy() for t in block.ntypes}
         return blocks
 
-    def sample(self, g: DistGraph, seeds: Any) -> tuple[Any, Any, list[Block]]:
+    def sample(self, g: DistGraph, seeds: Any, exclude_edges: Any = None
+               ) -> tuple[Any, Any, list[Block]]:
         """DGL 1.x-style ``(input_nodes, output_nodes, blocks)``."""
-        blocks = self.sample_blocks(seeds, g)
+        blocks = self.sample_blocks(seeds, g, exclude_edges=exclude_edges)
         return blocks[0].srcdata[NID], blocks[-1].dstdata[NID], blocks
+
+
+# DGL 1.x: MultiLayerNeighborSampler(fanouts, ...) is NeighborSampler.
+MultiLayerNeighborSampler = NeighborSampler

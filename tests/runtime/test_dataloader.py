@@ -104,7 +104,7 @@ def test_edge_dataloader_pairs_and_exclusion(standalone, two_part_graph):
     g = dg.DistGraph("g", part_config=str(standalone))
     eids = np.arange(0, g.num_edges(), 5)
     loader = DistEdgeDataLoader(g, eids, NeighborSampler([-1]), batch_size=64,
-                                negative_sampler=3, num_samplers=0)
+                                negative_sampler=3, exclude="self", num_samplers=0)
     src_all, dst_all = g.find_edges(np.arange(g.num_edges()))
     for input_nodes, pos, neg, blocks in loader:
         seeds = blocks[-1].dstdata[NID].numpy()
@@ -196,3 +196,74 @@ def test_a_forked_child_never_stops_the_parents_samplers(standalone):
         assert len(list(loader)) == 3  # and still serving
     finally:
         loader.close()
+
+
+@pytest.mark.unit
+def test_edge_loader_dgl_forms(standalone):
+    """DGL's shapes: no negative sampler -> (input_nodes, pair_graph, blocks); the pair graph
+    lines up with the last block; DGL's u_dot_v scoring in a local scope; reverse_id."""
+    import torch
+
+    import runtime as dg
+    from runtime.loader import dataloading
+    from runtime.loader import function as fn
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    n = g.num_edges()
+    reverse = torch.from_numpy((np.arange(n) + 1) % n)
+    loader = dataloading.DistEdgeDataLoader(g, np.arange(0, n, 7), dataloading.NeighborSampler([-1]),
+                                            batch_size=40, exclude="reverse_id",
+                                            reverse_eids=reverse, num_workers=0)
+    input_nodes, pair, blocks = next(iter(loader))
+    e = pair.edata[dg.EID]
+    np.testing.assert_array_equal(pair.ndata[NID].numpy(), blocks[-1].dstdata[NID].numpy())
+    assert torch.equal(input_nodes, blocks[0].srcdata[NID])
+    sampled = blocks[-1].edata[dg.EID].numpy()
+    assert not np.isin(sampled, e.numpy()).any() and not np.isin(sampled, reverse[e]).any()
+    h = torch.randn(pair.num_nodes(), 4)
+    with pair.local_scope():
+        pair.ndata["h"] = h
+        pair.apply_edges(fn.u_dot_v("h", "h", "score"))
+        score = pair.edata["score"]
+    s, d = pair.edges()
+    assert torch.allclose(score, (h[s] * h[d]).sum(-1, keepdim=True))
+    assert "h" not in pair.ndata and "score" not in pair.edata
+    assert pair.to("cpu").num_edges() == pair.num_edges() == 40
+
+
+@pytest.mark.unit
+def test_hetero_edge_loader_reverse_types(tmp_path, monkeypatch):
+    import runtime as dg
+    from partitioner import partition_graph
+    from runtime.loader import dataloading
+    from tests.conftest import hetero_graph
+
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
+    dg.exit_client()
+    dg.initialize()
+    g = dg.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
+    eids = {"writes": np.arange(0, 800, 3), "cites": np.arange(0, 1500, 5)}
+    loader = dataloading.DistEdgeDataLoader(
+        g, eids, dataloading.MultiLayerNeighborSampler([-1]), batch_size=64,
+        negative_sampler=dataloading.negative_sampler.Uniform(2), exclude="reverse_types",
+        reverse_etypes={"writes": "written-by", "written-by": "writes"}, shuffle=True)
+    seen = 0
+    for input_nodes, pos, neg, blocks in loader:
+        assert set(input_nodes) <= set(g.ntypes)
+        for et in pos.canonical_etypes:
+            ps, pd = pos.edges(etype=et)
+            e = pos.edges[et].data[dg.EID]
+            seen += len(e)
+            s_all, d_all = g.find_edges(e, etype=et)
+            np.testing.assert_array_equal(pos.nodes[et[0]].data[NID][ps].numpy(), s_all.numpy())
+            np.testing.assert_array_equal(pos.nodes[et[2]].data[NID][pd].numpy(), d_all.numpy())
+            assert neg.num_edges(et) == 2 * len(e)
+            for bt in blocks[-1].canonical_etypes:  # the batch's edges and their reverses
+                if bt[1] in (et[1], {"writes": "written-by", "written-by": "writes"}.get(et[1])):
+                    assert not np.isin(blocks[-1].edges[bt].data[dg.EID].numpy(), e.numpy()).any()
+        for t in pos.ntypes:
+            np.testing.assert_array_equal(pos.nodes[t].data[NID].numpy(),
+                                          blocks[-1].dstnodes[t].data[NID].numpy())
+    assert seen == len(eids["writes"]) + len(eids["cites"])
+    dg.exit_client()

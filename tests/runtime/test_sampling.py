@@ -8,7 +8,7 @@ import pytest
 from partitioner.loader import load_orig_ids
 from runtime.sampling.block import NID
 from runtime.sampling.draws import node_keys, sample_etype
-from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
+from runtime.sampling.neighbor import NeighborSampler, sample_neighbor_edges
 
 ET = ("_N", "_E", "_N")
 
@@ -79,7 +79,7 @@ def test_standalone_sampling_edges_exist(standalone, two_part_graph):
     g_in, _ = two_part_graph
     g = dg.DistGraph("g", part_config=str(standalone))
     seeds = np.arange(0, 600, 7)
-    sampled = sample_neighbors(g, seeds, 4, seed=5)
+    sampled = sample_neighbor_edges(g, seeds, 4, seed=5)
     src_in, dst_in = g_in.edges[ET]
     for s, d, e in _orig_edges(g.config, sampled):
         assert src_in[e] == s and dst_in[e] == d, "sampled edge exists in the input graph"
@@ -123,8 +123,8 @@ def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
     inv_one = np.argsort(orig_one["_N"])
     inv_two = np.argsort(orig_two["_N"])
     seeds_in = np.arange(0, 600, 3)  # input ids; both machines own some
-    a = _orig_edges(g_one.config, sample_neighbors(g_one, inv_one[seeds_in], 6, seed=11))
-    b = _orig_edges(g_two.config, sample_neighbors(g_two, inv_two[seeds_in], 6, seed=11))
+    a = _orig_edges(g_one.config, sample_neighbor_edges(g_one, inv_one[seeds_in], 6, seed=11))
+    b = _orig_edges(g_two.config, sample_neighbor_edges(g_two, inv_two[seeds_in], 6, seed=11))
     assert a == b and len(a) > 0
 
 
@@ -158,3 +158,44 @@ def test_compiled_relabel_keeps_first_appearance_order():
     np.testing.assert_array_equal(uniq, ids[np.sort(first)])
     np.testing.assert_array_equal(uniq[local], ids)
     assert (mark == empty).all()  # the scratch array is left clean
+
+
+@pytest.mark.unit
+def test_sampled_graph_and_dgl_to_block():
+    import torch
+
+    from runtime.sampling.block import EID
+    from runtime.sampling.graph import SampledGraph, to_block
+
+    et = ("_N", "_E", "_N")
+    g = SampledGraph({"_N": 10}, {et: (np.array([3, 4, 5, 3]), np.array([1, 1, 2, 7]))},
+                     {et: {EID: torch.tensor([30, 40, 50, 60])}})
+    assert g.num_nodes() == 10 and g.num_edges() == 4 and g.ntypes == ["_N"]
+    src, dst, eid = g.edges(form="all")
+    assert eid.tolist() == [0, 1, 2, 3] and g.edges(etype="_E")[0].tolist() == [3, 4, 5, 3]
+    assert g.in_degrees().tolist()[:3] == [0, 2, 1] and g.out_degrees(3).item() == 2
+    block = to_block(g, torch.tensor([7, 1, 2]))
+    assert block.dstdata[NID].tolist() == [7, 1, 2]
+    assert block.srcdata[NID].tolist() == [7, 1, 2, 3, 4, 5]
+    s, d = block.edges()
+    assert block.srcdata[NID][s].tolist() == [3, 4, 5, 3]
+    assert block.dstdata[NID][d].tolist() == [1, 1, 2, 7]
+    assert block.edata[EID].tolist() == [0, 1, 2, 3]  # positions in g, as DGL's
+    block.edata[EID] = g.edata[EID]
+    assert block.edges[et].data[EID].tolist() == [30, 40, 50, 60]
+    assert to_block(g).dstdata[NID].tolist() == [1, 2, 7]  # every node with an in-edge
+    with pytest.raises(ValueError, match="not in dst_nodes"):
+        to_block(g, torch.tensor([1, 2]))
+
+
+@pytest.mark.unit
+def test_dgl1_sample_blocks_form(standalone):
+    import runtime as dg
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    sampler = dg.MultiLayerNeighborSampler([3, 2])
+    input_nodes, output_nodes, blocks = sampler.sample_blocks(g, np.arange(10))
+    assert len(blocks) == 2 and output_nodes.tolist() == list(range(10))
+    assert input_nodes.tolist() == blocks[0].srcdata[NID].tolist()
+    sampled = dg.sample_neighbors(g, np.arange(10), 3)
+    assert sampled.num_nodes() == g.num_nodes() and sampled.num_edges() <= 30

@@ -12,7 +12,7 @@ from partitioner.loader import load_orig_ids
 from runtime.errors import DistError
 from runtime.sampling.block import NID
 from runtime.sampling.draws import node_keys, sample_etype
-from runtime.sampling.neighbor import NeighborSampler, sample_neighbors
+from runtime.sampling.neighbor import NeighborSampler, sample_neighbor_edges
 from tests.conftest import hetero_graph
 from tests.runtime.conftest import running_cluster
 
@@ -58,7 +58,7 @@ def test_out_sampling_standalone(standalone, two_part_graph):
     src_in, dst_in = g_in.edges[ET]
     orig_n, _ = load_orig_ids(g.config)
     seeds = np.arange(0, 600, 7)
-    sampled = sample_neighbors(g, seeds, 4, edge_dir="out", seed=5)
+    sampled = sample_neighbor_edges(g, seeds, 4, edge_dir="out", seed=5)
     for s, d, e, _ in _orig_edges(g.config, sampled):
         assert src_in[e] == s and dst_in[e] == d, "sampled edge exists in the input graph"
     src, dst, eid = sampled[ET]
@@ -75,14 +75,14 @@ def test_out_sampling_standalone(standalone, two_part_graph):
         want = {(int(src_in[e]), int(dst_in[e]), int(e))
                 for e in np.flatnonzero(src_in == orig_n["_N"][v])}
         assert mine == want
-    every = sample_neighbors(g, seeds, -1, edge_dir="out")[ET]
+    every = sample_neighbor_edges(g, seeds, -1, edge_dir="out")[ET]
     assert len(every[0]) == out_deg.sum()
-    with_replace = sample_neighbors(g, seeds, 6, edge_dir="out", replace=True, seed=2)[ET]
+    with_replace = sample_neighbor_edges(g, seeds, 6, edge_dir="out", replace=True, seed=2)[ET]
     np.testing.assert_array_equal(np.bincount(with_replace[0], minlength=600)[seeds],
                                   np.where(out_deg > 0, 6, 0))
     # Excluded edges are never sampled, even with every out-edge asked for.
     skip = every[2][::3]
-    rest = sample_neighbors(g, seeds, -1, edge_dir="out", exclude_edges=skip)[ET]
+    rest = sample_neighbor_edges(g, seeds, -1, edge_dir="out", exclude_edges=skip)[ET]
     assert len(rest[2]) == len(every[2]) - len(np.unique(skip))
     assert not np.isin(rest[2], skip).any()
 
@@ -122,17 +122,17 @@ def test_out_standalone_equals_distributed(standalone, cluster, monkeypatch):
     orig_e_two = load_orig_ids(g_two.config)[1][ET]
     seeds_in = np.arange(0, 600, 3)  # input ids; both machines own some
     for kwargs in ({"fanout": 3}, {"fanout": 5, "replace": True}):
-        a = _orig_edges(g_one.config, sample_neighbors(g_one, inv_one[seeds_in], edge_dir="out",
+        a = _orig_edges(g_one.config, sample_neighbor_edges(g_one, inv_one[seeds_in], edge_dir="out",
                                                        seed=11, **kwargs))
-        b = _orig_edges(g_two.config, sample_neighbors(g_two, inv_two[seeds_in], edge_dir="out",
+        b = _orig_edges(g_two.config, sample_neighbor_edges(g_two, inv_two[seeds_in], edge_dir="out",
                                                        seed=11, **kwargs))
         assert a == b and len(a) > 0
     # Excluding the same input edges (per-type ids of each partition) excludes the same ones.
     excl_in = np.array(sorted(e for _, _, e, _ in a))[::2]
     inv_e_one, inv_e_two = np.argsort(orig_e_one), np.argsort(orig_e_two)
-    a = _orig_edges(g_one.config, sample_neighbors(g_one, inv_one[seeds_in], 4, edge_dir="out",
+    a = _orig_edges(g_one.config, sample_neighbor_edges(g_one, inv_one[seeds_in], 4, edge_dir="out",
                                                    exclude_edges=inv_e_one[excl_in], seed=3))
-    b = _orig_edges(g_two.config, sample_neighbors(g_two, inv_two[seeds_in], 4, edge_dir="out",
+    b = _orig_edges(g_two.config, sample_neighbor_edges(g_two, inv_two[seeds_in], 4, edge_dir="out",
                                                    exclude_edges=inv_e_two[excl_in], seed=3))
     assert a == b and not {e for _, _, e, _ in a} & set(excl_in.tolist())
 
@@ -171,17 +171,17 @@ def test_written_without_out_edges(tmp_path, two_part_graph):
     dg.initialize()
     g = dg.DistGraph("g", part_config=str(tmp_path / "p" / "g.json"))
     seeds = np.arange(10)
-    for call in (lambda: sample_neighbors(g, seeds, 2, edge_dir="out"),
+    for call in (lambda: sample_neighbor_edges(g, seeds, 2, edge_dir="out"),
                  lambda: g.out_degrees(seeds),
                  lambda: NeighborSampler([2], edge_dir="out").sample_blocks(seeds, g)):
         with pytest.raises(OutEdgesMissing, match="--no-out-edges") as err:
             call()
         assert "without --no-out-edges" in err.value.hint
-    assert len(sample_neighbors(g, seeds, 2)[ET][0]) > 0  # in-edges still work
+    assert len(sample_neighbor_edges(g, seeds, 2)[ET][0]) > 0  # in-edges still work
     with pytest.raises(DistError, match="prob="):
         NeighborSampler([2], edge_dir="out", prob="w")
     with pytest.raises(DistError, match="edge_dir"):
-        sample_neighbors(g, seeds, 2, edge_dir="both")
+        sample_neighbor_edges(g, seeds, 2, edge_dir="both")
     dg.exit_client()
 
 
@@ -199,7 +199,7 @@ def _check_hetero(g, g_in, seeds):
     for et, (s, _) in g_in.edges.items():
         want = np.bincount(s, minlength=g_in.num_nodes[et[0]])[orig_n[et[0]]]
         np.testing.assert_array_equal(g.out_degrees(etype=et).numpy(), want)
-    out = sample_neighbors(g, seeds, HETERO_FANOUT, edge_dir="out", seed=3)
+    out = sample_neighbor_edges(g, seeds, HETERO_FANOUT, edge_dir="out", seed=3)
     # Fanouts apply to the edge types that leave the seeds' types.
     assert set(out) == {et for et in g.canonical_etypes if et[0] in seeds}
     for et, (src, dst, eid) in out.items():
