@@ -8,6 +8,9 @@ graph is one partition read from its files.
 
 from __future__ import annotations
 
+import os
+import weakref
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ from partitioner.loader import check_out_edges
 from partitioner.partition_book import RangeMap, RangePartitionBook
 
 from .context import get_context
-from .dist_tensor import TensorMeta
+from .dist_tensor import DistTensor, TensorMeta, _Life, count_nonzero, flush_frees
 from .env import torch_rank_world
 from .errors import DistError
 from .routing import Share, route, split_by_owner
@@ -27,17 +30,27 @@ from .rpc import messages as msg
 from .rpc.client import Request
 from .sampling import kernels
 from .sampling.block import EID, NID
+from .sampling.graph import SampledGraph
 from .store.layout import feature_policy
 from .store.local import LocalPartition
 from .store.shm import ShmArena
-from .view import DataView, TypeView
+from .view import DataView, DGLError, TypeView
 
-__all__ = ["EID", "NID", "DistGraph"]
+__all__ = ["EID", "NID", "DistGraph", "Scheme"]
+
+Scheme = namedtuple("Scheme", ["shape", "dtype"])  # DGL's frame scheme: row shape and dtype
 
 # Remote pulls come back in pieces of this size, so the owner's gather of one piece overlaps
 # the transfer of the previous one and the copy here overlaps the next (10k x 128 float32 from
 # the other machine: 5.2 ms as one message, 3.6 ms in 1 MB pieces; 256 KB and 2 MB were slower).
 PULL_PIECE_BYTES = 1 << 20
+
+
+def _schemes(view: Any) -> dict[str, Scheme]:
+    if view is None:
+        raise DGLError("the graph has several types: read g.nodes[TYPE].data / "
+                       "g.edges[TYPE].data instead")
+    return {k: Scheme(tuple(t.shape[1:]), t.dtype) for k, t in view.items()}
 
 
 def _scatter_into(out: np.ndarray, sel):
@@ -52,13 +65,17 @@ def _scatter_into(out: np.ndarray, sel):
 
 
 class DistGraph:
-    """The distributed graph (DGL's ``DistGraph``): structure and data spread over machines.
+    """The distributed graph (DGL's ``DistGraph(graph_name, gpb=None, part_config=None)``):
+    structure and data spread over machines.
 
     Reads the partition config (JSON only; shards stay on their hosts) for the partition book
-    and the feature schema.
+    and the feature schema; ``gpb`` (a partition book, e.g. from ``load_partition_book``)
+    replaces the one built from the config.
     """
 
-    def __init__(self, graph_name: str, part_config: str | None = None) -> None:
+    def __init__(self, graph_name: str, gpb: Any = None, part_config: str | None = None) -> None:
+        if isinstance(gpb, str | os.PathLike):  # DistGraph(name, "parts/g.json")
+            gpb, part_config = None, str(gpb)
         ctx = get_context()
         path = part_config or (ctx.env.part_config if ctx.env else None)
         if path is None:
@@ -75,11 +92,21 @@ class DistGraph:
         self.graph_name = graph_name
         self._ctx = ctx
         self._tensors: dict[str, TensorMeta] = {}
+        self._lives: weakref.WeakValueDictionary[str, _Life] = weakref.WeakValueDictionary()
+        self._in_rpc = 0
+        self._unfreed: list[str] = []
         schema = self.config.get("feature_schema", {})
         for kind in ("node", "edge"):
             for key, meta in schema.get(kind, {}).items():
                 self._tensors[key] = TensorMeta(feature_policy(kind, key),
                                                 tuple(meta["shape"]), np.dtype(meta["dtype"]))
+        self.machine_id = 0 if ctx.standalone else ctx.env.machine_id  # type: ignore[union-attr]
+        self._book = RangePartitionBook(self.config, self.machine_id)
+        if gpb is not None:
+            if gpb.num_partitions() != self.config["num_parts"]:
+                raise DistError(f"DistGraph({graph_name!r}): gpb has {gpb.num_partitions()} "
+                                f"parts, {self.config['_path']} {self.config['num_parts']}")
+            self._book = gpb
         if ctx.standalone:
             if self.config["num_parts"] != 1:
                 raise DistError(
@@ -87,13 +114,9 @@ class DistGraph:
                     f"{self.config['num_parts']}",
                     hint="run through 'dglctl launch', or partition with --num-parts 1",
                 )
-            self.machine_id = 0
-            self._book = RangePartitionBook(self.config, 0)
             self.local = LocalPartition.from_files(self.config, self._book)
         else:
             assert ctx.env is not None
-            self.machine_id = ctx.env.machine_id
-            self._book = RangePartitionBook(self.config, self.machine_id)
             arena = ShmArena(ctx.env.job_id, self.machine_id, root=ctx.env.shm_root)
             manifest = arena.wait_manifest(ctx.env.timeout)
             self.local = LocalPartition.from_shm(arena, self.config, self._book)
@@ -103,6 +126,14 @@ class DistGraph:
                 self.local.csc(etype)
         ctx.graphs.append(self)
         self._barrier_count = 0
+        # DGL's _ndata_store / _edata_store: per type, view key -> DistTensor (any name).
+        self._ndata_store: dict[str, dict[str, Any]] = {t: {} for t in self.ntypes}
+        self._edata_store: dict[str, dict[str, Any]] = {
+            etype_key(c): {} for c in self.canonical_etypes}
+        for key, meta in self._tensors.items():
+            typ, name = key.rsplit("/", 1)
+            store = self._ndata_store if meta.policy.startswith("node:") else self._edata_store
+            store[typ][name] = DistTensor._existing(self, key, meta)
         self.ndata = DataView(self, f"node:{self.ntypes[0]}") if len(self.ntypes) == 1 else None
         self.edata = (DataView(self, f"edge:{etype_key(self.canonical_etypes[0])}")
                       if len(self.canonical_etypes) == 1 else None)
@@ -124,7 +155,24 @@ class DistGraph:
         return [c[1] for c in self.canonical_etypes]
 
     def _canonical(self, etype) -> str:
-        return self._book._etype_name(etype) or etype_key(self.canonical_etypes[0])
+        if etype is None:
+            if len(self.canonical_etypes) != 1:
+                raise DGLError(f"the graph has several edge types; name one of "
+                               f"{self.canonical_etypes}")
+            return etype_key(self.canonical_etypes[0])
+        try:
+            key = self._book._etype_name(etype)
+        except ValueError as e:
+            raise DGLError(str(e)) from None
+        if key not in self.config["etypes"]:
+            raise DGLError(f"edge type {etype!r} does not exist; the graph has "
+                           f"{self.canonical_etypes}")
+        return key
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        """The canonical ``(src type, edge type, dst type)`` of ``etype`` (DGLError if it is
+        unknown or ambiguous)."""
+        return parse_etype_key(self._canonical(etype))
 
     def num_nodes(self, ntype: str | None = None) -> int:
         """Number of nodes (of ``ntype``, or of every type)."""
@@ -161,22 +209,39 @@ class DistGraph:
             return
         assert ctx.env is not None and ctx.pool is not None
         total = len(ctx.pool.machines) * ctx.env.num_trainers
-        ctx.pool.call_many(
-            [Request(0, 0, msg.Barrier(f"{self.graph_name}:{self._barrier_count}", total))],
-            max_wait=ctx.env.barrier_timeout)
+        self._in_rpc += 1
+        try:
+            ctx.pool.call_many(
+                [Request(0, 0, msg.Barrier(f"{self.graph_name}:{self._barrier_count}", total))],
+                max_wait=ctx.env.barrier_timeout)
+        finally:
+            self._in_rpc -= 1
 
     # --- tensors -------------------------------------------------------------------------
-    def _register(self, tensor: Any) -> None:
-        """Make ``tensor`` (a DistTensor) one of the graph's named data."""
-        self._tensors[tensor.name] = TensorMeta(tensor.part_policy, tuple(tensor.shape[1:]),
-                                                np.dtype(tensor._np_dtype))
+    def node_attr_schemes(self) -> dict[str, Scheme]:
+        """Row shape and dtype of each node data of ``g.ndata`` (DGL's)."""
+        return _schemes(self.ndata)
 
-    def _rmap(self, policy: str) -> tuple[RangeMap, str]:
-        kind, typ = policy.split(":", 1)
+    def edge_attr_schemes(self) -> dict[str, Scheme]:
+        """Row shape and dtype of each edge data of ``g.edata`` (DGL's)."""
+        return _schemes(self.edata)
+
+    def count_nonzero(self, key: str) -> int:
+        """Non-zero values of tensor ``key`` on every machine (DistTensor.count_nonzero)."""
+        return count_nonzero(self, key)
+
+    def _rmap(self, policy: Any) -> tuple[RangeMap, str]:
+        kind, typ = (policy if isinstance(policy, str) else policy.key).split(":", 1)
         return (self._book.nodes, typ) if kind == "node" else (self._book.edges, typ)
 
     def _route(self, shares, remote, local=None, place=None, **kwargs: Any) -> None:
-        route(self._ctx.pool, self.machine_id, shares, remote, local, place, **kwargs)
+        self._in_rpc += 1
+        try:
+            route(self._ctx.pool, self.machine_id, shares, remote, local, place, **kwargs)
+        finally:
+            self._in_rpc -= 1
+        if self._unfreed and not self._in_rpc:
+            flush_frees(self)
 
     def pull(self, name: str, policy: str, ids: np.ndarray, row_shape, dtype) -> np.ndarray:
         """Rows ``ids`` (per-type ids) of tensor ``name``: local ones from shared memory."""
@@ -201,23 +266,70 @@ class DistGraph:
                     lambda s: self.local.write(name, s.local, data[s.sel], mode))
 
     def sparse_update(self, kind: str, weight: str, states: list[str], policy: str,
-                      ids: np.ndarray, grads: np.ndarray, params: dict) -> None:
-        """Send row gradients to the machines owning the rows; each applies the update.
+                      ids: np.ndarray, grads: np.ndarray, params: dict, step: str) -> None:
+        """One collective optimizer step (DGL's ``step``): every trainer calls it with the
+        row gradients it has (maybe none); each row is updated once, from the mean of every
+        gradient of that row from every trainer (DGL's all-to-all, then ``update``).
 
-        Every update to a machine's rows is applied by that machine's main server, local rows
-        included: a row's optimizer step reads and writes its weight and state, so two
-        processes applying steps to the same rows at once (two trainers of a host, or a
-        trainer and a backup server) could lose one of them. One applier per machine keeps
-        every step. Standalone mode has one process and applies them in place.
+        Each machine's main server gathers the gradients of its rows from every trainer
+        (step ``step``), applies the update once all have arrived, then answers them all: a
+        row's step reads and writes its weight and state, so one applier per machine keeps
+        every step. Standalone mode has one process and applies it in place.
         """
         ids = np.asarray(ids, np.int64)
         if self._ctx.standalone:
             self.local.sparse_update(kind, weight, states, ids, grads, params)
             return
-        self._route(split_by_owner(ids, *self._rmap(policy)),
-                    lambda s: msg.SparseUpdate(kind, weight, states, params, s.local,
-                                               np.ascontiguousarray(grads[s.sel])),
-                    main_server=True)
+        ctx = self._ctx
+        assert ctx.pool is not None and ctx.env is not None
+        total = len(ctx.pool.machines) * ctx.env.num_trainers
+        shares = {s.machine: s for s in split_by_owner(ids, *self._rmap(policy))}
+        reqs = []
+        for m in range(len(ctx.pool.machines)):
+            s = shares.get(m)
+            local = s.local if s is not None else ids[:0]
+            # Flat: the wire cannot carry an empty array of several dimensions.
+            rows = np.ascontiguousarray(grads[s.sel] if s is not None else grads[:0]).reshape(-1)
+            reqs.append(Request(m, 0, msg.SparseStep(step, total, kind, weight, states, params,
+                                                     local, rows)))
+        self._in_rpc += 1
+        try:
+            ctx.pool.call_many(reqs, max_wait=ctx.env.barrier_timeout)
+        finally:
+            self._in_rpc -= 1
+
+    def edge_subgraph(self, edges: Any, relabel_nodes: bool = True,
+                      store_ids: bool = True) -> SampledGraph:
+        """The graph of edges ``edges`` (ids, or a dict of them per edge type) and their end
+        nodes (DGL's): ``edata[EID]`` holds the edge ids; with ``relabel_nodes`` only the end
+        nodes are kept, numbered from 0, ``ndata[NID]`` holding their ids."""
+        if not store_ids:
+            raise DGLError("edge_subgraph always stores the original node and edge ids")
+        if not isinstance(edges, dict):
+            edges = {None: edges}
+        found: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for etype, eids in edges.items():
+            c = self.to_canonical_etype(etype)
+            eids = torch.as_tensor(np.asarray(eids, np.int64).reshape(-1))
+            src, dst = self.find_edges(eids, c)
+            found[c] = (src.numpy(), dst.numpy(), eids)
+        num_nodes = {t: self.num_nodes(t) for t in self.ntypes}
+        ndata: dict[str, dict[str, torch.Tensor]] = {}
+        if relabel_nodes:
+            ends: dict[str, list[np.ndarray]] = {t: [] for t in self.ntypes}
+            for (st, _, dt), (src, dst, _) in found.items():
+                ends[st].append(src)
+                ends[dt].append(dst)
+            kept = {t: np.unique(np.concatenate(v)) if v else np.empty(0, np.int64)
+                    for t, v in ends.items()}
+            num_nodes = {t: len(v) for t, v in kept.items()}
+            ndata = {t: {NID: torch.from_numpy(v)} for t, v in kept.items()}
+            found = {c: (np.searchsorted(kept[c[0]], s), np.searchsorted(kept[c[2]], d), e)
+                     for c, (s, d, e) in found.items()}
+        return SampledGraph(num_nodes,
+                            {c: (torch.from_numpy(s), torch.from_numpy(d))
+                             for c, (s, d, _) in found.items()},
+                            edata={c: {EID: e} for c, (_, _, e) in found.items()}, ndata=ndata)
 
     # --- degrees and edges -----------------------------------------------------------------
     def in_degrees(self, v=None, etype=None):

@@ -9,18 +9,16 @@ import numpy as np
 import torch
 
 from .dist_tensor import DistTensor
-
-
-def _uniform_init(shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
-    return torch.empty(shape, dtype=dtype).uniform_(-1.0, 1.0)
+from .view import PartitionPolicy
 
 
 class DistEmbedding:
     """DGL's ``DistEmbedding(num_embeddings, embedding_dim, name, init_func, part_policy)``.
 
-    Calling it with ids pulls their rows (a tensor that requires grad) and records them; a
-    sparse optimizer (``runtime.optim.SparseAdagrad`` / ``SparseAdam``) then sends each row's
-    gradient to the machine that owns the row, which applies the update there.
+    Rows start at zero unless ``init_func(shape, dtype)`` says otherwise (as DGL's). Calling it
+    with ids pulls their rows (a tensor that requires grad while autograd records) and traces
+    them; a sparse optimizer (``runtime.optim.SparseAdagrad`` / ``SparseAdam``) then applies
+    every trainer's gradients of those rows in one collective ``step``.
     """
 
     def __init__(
@@ -29,20 +27,48 @@ class DistEmbedding:
         embedding_dim: int,
         name: str | None = None,
         init_func: Callable[[tuple[int, ...], Any], torch.Tensor] | None = None,
-        part_policy: str | None = None,
+        part_policy: Any = None,
     ) -> None:
-        self.num_embeddings = num_embeddings
-        self.embedding_dim = embedding_dim
-        self.weight = DistTensor((num_embeddings, embedding_dim), torch.float32, name=name,
-                                 init_func=init_func or _uniform_init, part_policy=part_policy,
-                                 persistent=True)
-        self.name = self.weight.name
+        self._num_embeddings = int(num_embeddings)
+        self._embedding_dim = int(embedding_dim)
+        self._tensor = DistTensor((num_embeddings, embedding_dim), torch.float32, name=name,
+                                  init_func=init_func, part_policy=part_policy)
+        self._part_policy = part_policy
         self._trace: list[tuple[np.ndarray, torch.Tensor]] = []
         self.training = True
 
-    def __call__(self, ids: Any) -> torch.Tensor:
+    @property
+    def weight(self) -> DistTensor:
+        """The DistTensor holding the rows."""
+        return self._tensor
+
+    @property
+    def name(self) -> str:
+        """The name the embedding was given (DGL's ``tensor_name``)."""
+        return self._tensor.tensor_name
+
+    @property
+    def data_name(self) -> str:
+        """The key of its rows in the job (``"TYPE/name"``)."""
+        return self._tensor.name
+
+    @property
+    def part_policy(self) -> PartitionPolicy:
+        return self._tensor.part_policy
+
+    @property
+    def num_embeddings(self) -> int:
+        return self._num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._embedding_dim
+
+    def __call__(self, ids: Any, device: Any = None) -> torch.Tensor:
         ids_np = np.asarray(torch.as_tensor(ids).numpy(), np.int64).reshape(-1)
-        rows = self.weight[ids_np]
+        rows = self._tensor[ids_np]
+        if device is not None:
+            rows = rows.to(device)
         if self.training and torch.is_grad_enabled():
             rows.requires_grad_(True)
             self._trace.append((ids_np, rows))
@@ -56,4 +82,5 @@ class DistEmbedding:
         return self.train(False)
 
     def reset_trace(self) -> None:
+        """Forget the rows looked up since the last step."""
         self._trace = []

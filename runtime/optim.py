@@ -1,11 +1,18 @@
-"""Sparse optimizers for ``DistEmbedding``: SparseAdagrad and SparseAdam (DGL's names).
+"""Sparse optimizers for ``DistEmbedding``: SparseAdagrad and SparseAdam (DGL's, same semantics).
 
-State (Adagrad's sum of squares; Adam's moments and per-row step) lives in DistTensors next to
-the embedding rows, and every update is applied by the machine that owns the row.
+``step()`` is collective, as DGL's: every trainer calls it (with or without gradients); the
+gradients of each row from every trainer are combined and the row is updated once, from
+their mean (DGL's all-to-all then ``update``). Here each machine's main server gathers the
+gradients of its rows and applies the step (one applier per machine: no step is lost). State
+lives in DistTensors beside the table, under DGL's names (``NAME_sum``; ``NAME_step``,
+``NAME_mem``, ``NAME_power``). ``save(path)`` / ``load(path)`` write and read each trainer's
+share of the state, as DGL's (``path_RANK``, one file per trainer).
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -13,28 +20,46 @@ import torch
 
 from .dist_tensor import DistTensor
 from .embedding import DistEmbedding
+from .env import torch_rank_world
+from .errors import DistError
 
 
-class _SparseOptimizer:
+class DistSparseGradOptimizer:
+    """DGL's base class: ``step``, ``zero_grad``, ``save``, ``load``, ``local_state_dict``."""
+
     kind = ""
-    num_states = 0
+    state_names: tuple[str, ...] = ()
 
-    def __init__(self, params: list[DistEmbedding], lr: float, **hyper: Any) -> None:
-        self.params = list(params)
-        self.lr = lr
-        self.hyper = hyper
-        self._states: dict[str, list[str]] = {}
-        for emb in self.params:
-            names = []
-            for k in range(self.num_states):
-                shape = (emb.num_embeddings, 1 if self._row_state(k) else emb.embedding_dim)
-                state = DistTensor(shape, torch.float32, name=f"{emb.name}:{self.kind}:{k}",
-                                   part_policy=emb.weight.part_policy, persistent=True)
-                names.append(state.name)
-            self._states[emb.name] = names
+    def __init__(self, params: list[DistEmbedding], lr: float) -> None:
+        self._params = list(params)
+        self._lr = lr
+        self._rank, self._world_size = torch_rank_world()
+        self._state: dict[str, Any] = {}
+        self._defaults: dict[str, Any] = {}
+        self._steps = 0
+        for emb in self._params:
+            if not isinstance(emb, DistEmbedding):
+                raise DistError(f"{type(self).__name__} only supports DistEmbedding, got "
+                                f"{type(emb).__name__}")
+            if emb.name in self._state:
+                raise DistError(f"{emb.name!r} already registered in the optimizer")
+            states = tuple(
+                DistTensor((emb.num_embeddings,) if s == "step" else
+                           (emb.num_embeddings, emb.embedding_dim), torch.float32,
+                           f"{emb.name}_{s}", part_policy=emb.weight.part_policy)
+                for s in self.state_names)
+            self._state[emb.name] = states[0] if len(states) == 1 else states
 
-    def _row_state(self, k: int) -> bool:
-        return False
+    @property
+    def params(self) -> list[DistEmbedding]:
+        return self._params
+
+    def _hyper(self) -> dict[str, float]:
+        return {"lr": self._lr}
+
+    def _states(self, emb: DistEmbedding) -> list[DistTensor]:
+        s = self._state[emb.name]
+        return list(s) if isinstance(s, tuple) else [s]
 
     def zero_grad(self) -> None:
         """Nothing to clear: ``step`` forgets each gradient once applied. (The rows of the
@@ -42,37 +67,123 @@ class _SparseOptimizer:
         ``zero_grad``, ``backward``, ``step``.)"""
 
     def step(self) -> None:
-        """Apply the gradients recorded since the last step, then forget them."""
-        params = {"lr": self.lr, **self.hyper}
-        for emb in self.params:
-            grads = [(ids, rows.grad) for ids, rows in emb._trace if rows.grad is not None]
-            if grads:
-                ids = np.concatenate([g[0] for g in grads])
-                values = torch.cat([g[1] for g in grads]).numpy()
-                emb.weight._graph.sparse_update(self.kind, emb.name, self._states[emb.name],
-                                                emb.weight.part_policy, ids, values, params)
-            emb.reset_trace()
+        """Apply every trainer's gradients recorded since the last step (collective: every
+        trainer calls it, with or without gradients), then forget them."""
+        self._steps += 1
+        with torch.no_grad():
+            for emb in self._params:
+                grads = [(ids, rows.grad) for ids, rows in emb._trace if rows.grad is not None]
+                ids = np.concatenate([g[0] for g in grads]) if grads else np.empty(0, np.int64)
+                values = (torch.cat([g[1] for g in grads]).cpu().numpy() if grads
+                          else np.empty((0, emb.embedding_dim), np.float32))
+                w = emb.weight
+                w._graph.sparse_update(self.kind, w.name, [s.name for s in self._states(emb)],
+                                       w._policy, ids, values, self._hyper(),
+                                       step=f"{w.name}:{self.kind}:{self._steps}")
+                emb.reset_trace()
+
+    # --- checkpoints (DGL's format: one file per trainer, ``path_RANK``) ------------------
+    def local_state_dict(self) -> dict[str, Any]:
+        """This trainer's share of the state: per embedding, the ids of the rows this machine
+        owns (split among its trainers by ``id % trainers``) and each state's rows."""
+        graph = self._params[0].weight._graph if self._params else None
+        env = graph._ctx.env if graph is not None else None
+        per_machine = env.num_trainers if env is not None else 1
+        out: dict[str, Any] = {"emb_states": {}, "params": {"world_size": self._world_size,
+                                                            **self._defaults}}
+        for emb in self._params:
+            policy = emb.weight.part_policy
+            book = policy.partition_book
+            idx = (book.partid2nids if policy.is_node else book.partid2eids)(
+                policy.part_id, policy.type_name)
+            idx = np.asarray(idx, np.int64)
+            if per_machine > 1:
+                idx = idx[idx % per_machine == self._rank % per_machine]
+            out["emb_states"][emb.name] = {
+                "ids": torch.from_numpy(idx),
+                "states": {s.name: s[idx] for s in self._states(emb)}}
+        return out
+
+    def load_local_state_dict(self, local_state_dict: dict[str, Any]) -> None:
+        """Write a ``local_state_dict`` back into the state and take its hyper-parameters."""
+        for emb_name, saved in local_state_dict["emb_states"].items():
+            states = {s.name: s for s in self._states(self._by_name(emb_name))}
+            if len(saved["states"]) != len(states):
+                raise DistError(f"the saved state of {emb_name!r} has {len(saved['states'])} "
+                                f"tensors, this optimizer {len(states)}")
+            for name, rows in saved["states"].items():
+                if name not in states:
+                    raise DistError(f"the saved state {name!r} is not one of this optimizer's "
+                                    f"({sorted(states)})")
+                states[name][saved["ids"]] = rows.to(torch.float32)
+        params = dict(local_state_dict["params"])
+        params.pop("world_size", None)
+        self._defaults.update(params)
+        self.__dict__.update(params)
+
+    def _by_name(self, name: str) -> DistEmbedding:
+        for emb in self._params:
+            if emb.name == name:
+                return emb
+        raise DistError(f"the saved state holds embedding {name!r}, which this optimizer "
+                        f"does not train ({[e.name for e in self._params]})")
+
+    def _barrier(self) -> None:
+        if self._params:
+            self._params[0].weight._graph.barrier()
+
+    def save(self, f: str | os.PathLike) -> None:
+        """Write this trainer's share of the state to ``f_RANK`` (every trainer calls it)."""
+        self._barrier()
+        torch.save(self.local_state_dict(), f"{os.fspath(f)}_{self._rank}")
+        self._barrier()
+
+    def load(self, f: str | os.PathLike) -> None:
+        """Read ``f_RANK`` (and, with fewer trainers than when saved, the files of the ranks
+        gone: ``f_{RANK + k*world}``); a missing file is a warning, as DGL's."""
+        self._barrier()
+        path = f"{os.fspath(f)}_{self._rank}"
+        if not os.path.exists(path):
+            warnings.warn(f"File {path} can't be found, load nothing.", stacklevel=2)
+        else:
+            old_world = self._load_from(path)
+            for rank in range(self._rank + self._world_size, old_world, self._world_size):
+                self._load_from(f"{os.fspath(f)}_{rank}")
+        self._barrier()
+
+    def _load_from(self, path: str) -> int:
+        state = torch.load(path, weights_only=True)  # tensors and numbers only: no code
+        world = int(state["params"].get("world_size", 1))
+        self.load_local_state_dict(state)
+        return world
 
 
-class SparseAdagrad(_SparseOptimizer):
-    """Adagrad on embedding rows: ``w -= lr * g / (sqrt(sum g^2) + eps)``."""
+class SparseAdagrad(DistSparseGradOptimizer):
+    """Adagrad on embedding rows: ``sum += g^2; w -= lr * g / (sqrt(sum) + eps)``."""
 
     kind = "adagrad"
-    num_states = 1
+    state_names = ("sum",)
 
     def __init__(self, params: list[DistEmbedding], lr: float, eps: float = 1e-10) -> None:
-        super().__init__(params, lr, eps=eps)
+        super().__init__(params, lr)
+        self._eps = eps
+        self._defaults = {"_lr": lr, "_eps": eps}
+
+    def _hyper(self) -> dict[str, float]:
+        return {"lr": self._lr, "eps": self._eps}
 
 
-class SparseAdam(_SparseOptimizer):
+class SparseAdam(DistSparseGradOptimizer):
     """Adam on embedding rows, with a per-row step count (rows are updated at different times)."""
 
     kind = "adam"
-    num_states = 3
+    state_names = ("step", "mem", "power")
 
     def __init__(self, params: list[DistEmbedding], lr: float, betas=(0.9, 0.999),
                  eps: float = 1e-8) -> None:
-        super().__init__(params, lr, beta1=betas[0], beta2=betas[1], eps=eps)
+        super().__init__(params, lr)
+        self._eps, self._beta1, self._beta2 = eps, betas[0], betas[1]
+        self._defaults = {"_lr": lr, "_eps": eps, "_beta1": betas[0], "_beta2": betas[1]}
 
-    def _row_state(self, k: int) -> bool:
-        return k == 2  # the step count: one value per row
+    def _hyper(self) -> dict[str, float]:
+        return {"lr": self._lr, "eps": self._eps, "beta1": self._beta1, "beta2": self._beta2}

@@ -1,5 +1,8 @@
-"""``g.ndata``, ``g.edata``, ``g.nodes[t].data``, ``g.edges[t].data``: real mappings of name to
-``DistTensor`` for one node or edge type (DGL's ``view.py``)."""
+"""How a graph's data is addressed: ``g.ndata``, ``g.edata``, ``g.nodes[t].data``,
+``g.edges[t].data`` (real mappings of key to ``DistTensor`` for one node or edge type, DGL's
+``NodeDataView`` / ``EdgeDataView``), DGL's partition policies (which machine owns each row of a
+type) and the row ids a ``DistTensor`` accepts.
+"""
 
 from __future__ import annotations
 
@@ -7,66 +10,196 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .dist_tensor import DistTensor
+import numpy as np
+import torch
+
+from partitioner.graph import etype_key, parse_etype_key
+
+from .context import get_context
 from .errors import DistError
 
 if TYPE_CHECKING:
     from .dist_graph import DistGraph
 
+NODE_PART_POLICY, EDGE_PART_POLICY, POLICY_DELIMITER = "node", "edge", "~"
+
+
+class DGLError(DistError):
+    """What DGL raises as ``dgl.DGLError`` (an unknown node or edge type, ...)."""
+
+
+def _as_ids(ids: Any, length: int | None = None) -> np.ndarray:
+    """Row ids as a 1-D int64 numpy array, without a copy when they already are one. Accepts
+    what DGL's ``toindex`` does: tensors, arrays, lists, ints, slices (``t[0:10]``); a bool
+    array is a mask."""
+    if isinstance(ids, np.ndarray):
+        if ids.dtype == np.bool_:
+            return np.flatnonzero(ids)
+        return ids.astype(np.int64, copy=False).reshape(-1)
+    if isinstance(ids, torch.Tensor):
+        return _as_ids(ids.numpy())
+    if isinstance(ids, slice):
+        if length is None:
+            raise DistError("a slice of rows needs the tensor's length")
+        return np.arange(*ids.indices(length), dtype=np.int64)
+    return _as_ids(np.asarray(ids))
+
+
+class PartitionPolicy:
+    """DGL's ``PartitionPolicy(policy_str, partition_book)``: which machine owns each row.
+
+    ``policy_str`` is DGL's ``"node~TYPE"`` / ``"edge~SRC:ETYPE:DST"`` (or just ``"node"`` /
+    ``"edge"`` on a graph of one type), or this runtime's ``"node:TYPE"`` /
+    ``"edge:SRC:ETYPE:DST"``. ``partition_book`` defaults to the current graph's.
+    """
+
+    def __init__(self, policy_str: str, partition_book: Any = None) -> None:
+        book = partition_book if partition_book is not None else \
+            get_context().current_graph().get_partition_book()
+        sep = POLICY_DELIMITER if POLICY_DELIMITER in policy_str else ":"
+        kind, _, typ = policy_str.partition(sep)
+        if kind not in (NODE_PART_POLICY, EDGE_PART_POLICY):
+            raise DistError(f"partition policy {policy_str!r} must start with 'node' or 'edge'")
+        types = book.ntypes if kind == NODE_PART_POLICY else \
+            [etype_key(c) for c in book.canonical_etypes]
+        if not typ:
+            if len(types) != 1:
+                raise DistError(f"partition policy {policy_str!r}: the graph has several "
+                                f"{kind} types; name one ({kind}~TYPE), one of {types}")
+            typ = types[0]
+        if kind == EDGE_PART_POLICY:
+            try:
+                typ = book._etype_name(typ)
+            except ValueError as e:
+                raise DistError(f"partition policy {policy_str!r}: {e}") from None
+        if typ not in types:
+            raise DistError(f"partition policy {policy_str!r}: no {kind} type {typ!r}; the "
+                            f"graph has {types}")
+        self._partition_book = book
+        self._kind = kind
+        self._type = typ
+        self.key = f"{kind}:{typ}"  # the runtime's own name of the policy
+
+    @property
+    def policy_str(self) -> str:
+        """DGL's name of the policy: ``"node~TYPE"`` or ``"edge~SRC:ETYPE:DST"``."""
+        return f"{self._kind}{POLICY_DELIMITER}{self._type}"
+
+    @property
+    def type_name(self) -> str | tuple[str, str, str]:
+        """The node type, or the canonical edge type (a triple)."""
+        return self._type if self.is_node else parse_etype_key(self._type)
+
+    @property
+    def is_node(self) -> bool:
+        return self._kind == NODE_PART_POLICY
+
+    @property
+    def part_id(self) -> int:
+        return int(self._partition_book.partid)
+
+    @property
+    def partition_book(self) -> Any:
+        return self._partition_book
+
+    def _per_type(self, op: str, *args: Any) -> np.ndarray:
+        b = self._partition_book
+        fn = getattr(b, ("nid2" if self.is_node else "eid2") + op)
+        return fn(*args, self._type)
+
+    def to_local(self, id_tensor: Any) -> torch.Tensor:
+        """Per-type ids -> their index among this machine's rows."""
+        return torch.from_numpy(np.asarray(self._per_type("localnid" if self.is_node else
+                                                          "localeid", _as_ids(id_tensor),
+                                                          self.part_id)))
+
+    def to_partid(self, id_tensor: Any) -> torch.Tensor:
+        """Per-type ids -> the part (machine) that owns each."""
+        return torch.from_numpy(np.asarray(self._per_type("partid", _as_ids(id_tensor))))
+
+    def get_part_size(self) -> int:
+        """Rows this machine owns."""
+        b = self._partition_book
+        ids = (b.partid2nids if self.is_node else b.partid2eids)(self.part_id, self._type)
+        return len(ids)
+
+    def get_size(self) -> int:
+        """Rows of the whole tensor (the type's node or edge count)."""
+        b = self._partition_book
+        return int(b.num_nodes(self._type) if self.is_node else b.num_edges(self._type))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PartitionPolicy):
+            return self.key == other.key
+        return isinstance(other, str) and other in (self.key, self.policy_str)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"PartitionPolicy({self.policy_str!r})"
+
+
+class NodePartitionPolicy(PartitionPolicy):
+    """DGL's ``NodePartitionPolicy(partition_book, ntype)``."""
+
+    def __init__(self, partition_book: Any, ntype: str = "_N") -> None:
+        super().__init__(NODE_PART_POLICY + POLICY_DELIMITER + ntype, partition_book)
+
+
+class EdgePartitionPolicy(PartitionPolicy):
+    """DGL's ``EdgePartitionPolicy(partition_book, etype)`` (a canonical edge type)."""
+
+    def __init__(self, partition_book: Any, etype=("_N", "_E", "_N")) -> None:
+        key = etype_key(etype) if isinstance(etype, tuple) else etype
+        super().__init__(EDGE_PART_POLICY + POLICY_DELIMITER + key, partition_book)
+
+
+def policy_key(policy: Any) -> str:
+    """The runtime's name (``"node:T"`` / ``"edge:S:E:D"``) of a policy object or string."""
+    return policy.key if isinstance(policy, PartitionPolicy) else \
+        PartitionPolicy(policy, get_context().current_graph().get_partition_book()).key
+
 
 class DataView(MutableMapping):
-    """The named tensors of one partition policy (``"node:TYPE"`` or ``"edge:S:E:D"``).
-
-    Reading a name gives its ``DistTensor``; assigning registers a ``DistTensor`` made with
-    that name and policy (DGL's ``g.ndata[name] = DistTensor(...)``); ``del`` removes the name
-    from the graph's view (the tensor's rows stay with their machines).
+    """The data of one node or edge type (``policy``: ``"node:TYPE"`` or ``"edge:S:E:D"``),
+    DGL's: a mapping of key to ``DistTensor``. ``g.ndata["x"] = t`` maps key ``"x"`` to ``t``,
+    whatever its name (as DGL's); ``del`` removes the key (the tensor is freed once no handle
+    of it remains, unless persistent); an unknown key is a KeyError.
     """
 
     def __init__(self, graph: DistGraph, policy: str) -> None:
         self._graph = graph
         self._policy = policy
-        self._prefix = policy.split(":", 1)[1] + "/"
+        kind, typ = policy.split(":", 1)
+        self._data = (graph._ndata_store if kind == "node" else graph._edata_store)[typ]
 
-    def _full(self, name: str) -> str:
-        return self._prefix + name
-
-    def _names(self) -> list[str]:
-        n = len(self._prefix)
-        return [full[n:] for full, meta in self._graph._tensors.items()
-                if meta.policy == self._policy and full.startswith(self._prefix)]
-
-    def __getitem__(self, name: str) -> DistTensor:
-        meta = self._graph._tensors.get(self._full(name))
-        if meta is None or meta.policy != self._policy:
-            raise KeyError(f"{self._policy}: no data named {name!r}; have {sorted(self._names())}")
-        return DistTensor._existing(self._graph, self._full(name), meta)
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise KeyError(f"{self._policy}: no data named {name!r}; have "
+                           f"{sorted(self._data)}") from None
 
     def __setitem__(self, name: str, tensor: Any) -> None:
-        full = self._full(name)
-        if not isinstance(tensor, DistTensor) or tensor.name != full \
-                or tensor.part_policy != self._policy:
-            raise DistError(
-                f"assign a DistTensor created with name={full!r} and part_policy={self._policy!r}"
-            )
-        self._graph._register(tensor)
+        self._data[name] = tensor
 
     def __delitem__(self, name: str) -> None:
-        if name not in self:
+        if name not in self._data:
             raise KeyError(f"{self._policy}: no data named {name!r}")
-        del self._graph._tensors[self._full(name)]
+        del self._data[name]
 
     def __contains__(self, name: object) -> bool:
-        meta = self._graph._tensors.get(self._prefix + name) if isinstance(name, str) else None
-        return meta is not None and meta.policy == self._policy
+        return name in self._data
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
+        return iter(self._data)
 
     def __len__(self) -> int:
-        return len(self._names())
+        return len(self._data)
 
     def __repr__(self) -> str:
-        return f"DataView({self._policy!r}, {sorted(self._names())})"
+        return f"DataView({self._policy!r}, {sorted(self._data)})"
 
 
 @dataclass
@@ -77,7 +210,8 @@ class TypeData:
 
 
 class TypeView:
-    """``g.nodes`` / ``g.edges``: ``g.nodes[t].data`` is the view of node type ``t``."""
+    """``g.nodes`` / ``g.edges``: ``g.nodes[t].data`` is the view of node type ``t``; an
+    unknown type is a DGLError, as DGL's."""
 
     def __init__(self, graph: DistGraph, kind: str) -> None:
         self._graph = graph
@@ -86,4 +220,7 @@ class TypeView:
     def __getitem__(self, typ: Any) -> TypeData:
         if self._kind == "edge":
             typ = self._graph._canonical(typ)
+        elif typ not in self._graph.ntypes:
+            raise DGLError(f"node type {typ!r} does not exist; the graph has "
+                           f"{self._graph.ntypes}")
         return TypeData(DataView(self._graph, f"{self._kind}:{typ}"))

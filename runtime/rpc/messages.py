@@ -254,18 +254,6 @@ class Delete(Message):
     name: str
 
 
-@message("sparse_update")
-class SparseUpdate(Message):
-    """Apply optimizer ``kind`` to rows ``ids`` of embedding ``weight`` with ``grads``."""
-
-    kind: str
-    weight: str
-    states: list[str]
-    params: dict[str, Any]
-    ids: np.ndarray = array()
-    grads: np.ndarray = array()
-
-
 # --- graph structure ---------------------------------------------------------------------------
 @message("degrees")
 class Degrees(Message):
@@ -322,3 +310,34 @@ class SampleReply(Message):
     seed_idx: list[np.ndarray] = arrays()
     nbrs: list[np.ndarray] = arrays()
     eids: list[np.ndarray] = arrays()
+
+
+# --- DistTensor and sparse optimizer semantics (DGL's) ----------------------------------------
+@message("sparse_step")
+class SparseStep(Message):
+    """One trainer's share of collective optimizer step ``step`` for a machine's rows:
+    answered once ``count`` trainers have sent theirs and the machine has applied them all,
+    each row once, from the mean of its gradients (DGL's ``SparseAdagrad``/``SparseAdam``)."""
+
+    step: str
+    count: int
+    kind: str
+    weight: str
+    states: list[str]
+    params: dict[str, Any]
+    ids: np.ndarray = array()
+    grads: np.ndarray = array()
+
+
+@message("count_nonzero")
+class CountNonzero(Message):
+    """How many values of a machine's rows of tensor ``name`` are not zero."""
+
+    name: str
+
+
+@message("count_nonzero_reply")
+class CountNonzeroReply(Message):
+    """The count of a ``CountNonzero``."""
+
+    count: int

@@ -24,7 +24,9 @@ def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ..
     if not owned:
         header = dict(header)
     header["_t"] = [[a.dtype.str, list(a.shape)] for a in arrays]
-    return [msgpack.packb(header, use_bin_type=True), *[memoryview(a).cast("B") for a in arrays]]
+    # Flat views (no copy): memoryview cannot cast an empty array of several dimensions.
+    return [msgpack.packb(header, use_bin_type=True),
+            *[memoryview(a.reshape(-1)).cast("B") for a in arrays]]
 
 
 def unpack(frames: list) -> tuple[dict[str, Any], list[np.ndarray]]:

@@ -79,6 +79,10 @@ class GraphServer:
         self.is_main = env.server_id == 0
         self.policies: dict[str, str] = {}
         self.barriers: dict[str, list[tuple[bytes, int]]] = {}
+        # Trainers holding each tensor they created (freed when the last one lets go), and
+        # the shares of each collective optimizer step received so far.
+        self.holders: dict[str, set[bytes]] = {}
+        self.steps: dict[str, list[tuple[bytes, int, msg.SparseStep]]] = {}
         self.authenticated: set[bytes] = set()
         self.stats = {"requests": 0, "bytes_in": 0, "bytes_out": 0, "errors": 0}
         self.started = time.time()
@@ -97,7 +101,9 @@ class GraphServer:
             msg.FindEdges: lambda ident, m: msg.FindEdgesReply(
                 *self.local.find_edges(m.etype, m.ids)),
             msg.Sample: self._sample,
-            msg.SparseUpdate: self._sparse_update,
+            msg.SparseStep: self._sparse_step,
+            msg.CountNonzero: lambda ident, m: msg.CountNonzeroReply(
+                int(np.count_nonzero(self.local.tensor(m.name)))),
             msg.Barrier: self._barrier,
             msg.Stats: self._stats,
             msg.Shutdown: self._shutdown,
@@ -267,11 +273,21 @@ class GraphServer:
         else:
             self.local.tensors[m.name] = self.arena.create(m.name, tuple(m.shape), m.dtype)
         self.policies[m.name] = m.policy
+        self.holders.setdefault(m.name, set()).add(ident)
         return msg.CreateReply(not exists)
 
     def _delete(self, ident: bytes, m: msg.Delete) -> msg.Ack:
+        """A trainer lets go of a tensor. The main server frees it once every trainer that
+        created it has (DGL's non-persistent DistTensor); a backup forgets its mapping (it
+        maps the array again if it still exists)."""
         self.local.tensors.pop(m.name, None)
-        self.arena.delete(m.name)
+        if self.is_main:
+            holders = self.holders.get(m.name, set())
+            holders.discard(ident)
+            if not holders:
+                self.holders.pop(m.name, None)
+                self.policies.pop(m.name, None)
+                self.arena.delete(m.name)
         return msg.Ack()
 
     def _sample(self, ident: bytes, m: msg.Sample) -> msg.SampleReply:
@@ -291,9 +307,28 @@ class GraphServer:
             reply.eids.append(eid)
         return reply
 
-    def _sparse_update(self, ident: bytes, m: msg.SparseUpdate) -> msg.Ack:
-        """Apply an optimizer step to rows of an embedding table held by this machine."""
-        self.local.sparse_update(m.kind, m.weight, m.states, m.ids, m.grads, m.params)
+    def _sparse_step(self, ident: bytes, m: msg.SparseStep):
+        """Gather every trainer's share of a collective optimizer step; once all ``count``
+        have come, apply the step once (each row from the mean of its gradients) and answer
+        them all."""
+        if not self.is_main:
+            raise DistError("a sparse optimizer step must go to the main server (server_id 0)")
+        shares = self.steps.setdefault(m.step, [])
+        shares.append((ident, self._current_id, m))
+        if len(shares) < m.count:
+            return DEFERRED
+        del self.steps[m.step]
+        ids = np.concatenate([s.ids for _, _, s in shares])
+        row_shape = self.local.tensor(m.weight).shape[1:]  # grads travel flat
+        grads = np.concatenate([s.grads.reshape(len(s.ids), *row_shape) for _, _, s in shares])
+        try:
+            self.local.sparse_update(m.kind, m.weight, m.states, ids, grads, m.params)
+        except Exception as e:  # every trainer of the step hears the failure
+            for other, req, _ in shares[:-1]:
+                self._send(other, req, msg.ErrorReply.of(e))
+            raise
+        for other, req, _ in shares[:-1]:
+            self._send(other, req, msg.Ack())
         return msg.Ack()
 
     def _barrier(self, ident: bytes, m: msg.Barrier):

@@ -136,11 +136,12 @@ def test_servers_exit_and_clean_up_when_clients_leave(cluster):
     assert job_files(cluster.job_id) == []
 
 
-def test_two_trainers_barrier_and_shared_pushes(cluster):
+def test_two_trainers_barrier_and_shared_pushes(cluster, tmp_path):
     script = textwrap.dedent("""
         import sys, numpy as np, torch
         import runtime as dg
         from runtime.dist_tensor import DistTensor
+        from runtime.errors import DistError
         dg.initialize()
         g = dg.DistGraph("g")
         rank = int(sys.argv[1])
@@ -155,8 +156,9 @@ def test_two_trainers_barrier_and_shared_pushes(cluster):
         assert set(vals[0::2].tolist()) == {1} and set(vals[1::2].tolist()) == {2}, vals[:10]
         # A DistEmbedding trained by both trainers: gradients reach each row's owner.
         from runtime.embedding import DistEmbedding
-        from runtime.optim import SparseAdam
-        emb = DistEmbedding(g.num_nodes(), 3, name="emb")
+        from runtime.optim import SparseAdagrad, SparseAdam
+        uniform = lambda shape, dtype: torch.empty(shape, dtype=dtype).uniform_(-1, 1)
+        emb = DistEmbedding(g.num_nodes(), 3, name="emb", init_func=uniform)
         opt = SparseAdam([emb], lr=0.05)
         target = torch.ones(g.num_nodes(), 3)
         rng = np.random.default_rng(rank)
@@ -169,23 +171,62 @@ def test_two_trainers_barrier_and_shared_pushes(cluster):
         g.barrier()
         final = ((emb.weight[np.arange(g.num_nodes())] - 1) ** 2).mean().item()
         assert final < 0.5 * first, (first, final)
-        # No optimizer step is lost: every row's Adagrad sum of squares counts each step of
-        # both trainers (each machine's main server applies them all, local rows included).
-        from runtime.optim import SparseAdagrad
-        acc = DistEmbedding(g.num_nodes(), 4, name="acc")
-        opt = SparseAdagrad([acc], lr=0.01)
+        # DGL's semantics: step() is collective; each row is updated once per step from the
+        # mean of every trainer's gradients of it (rank 0 sends 1, rank 1 sends 3: mean 2),
+        # so Adagrad moves it by exactly lr (it moved 2x lr when each trainer applied its own).
         every = np.arange(g.num_nodes())
-        for step in range(60):
-            opt.zero_grad(); acc(every).sum().backward(); opt.step()
+        acc = DistEmbedding(g.num_nodes(), 4, name="acc")
+        opt = SparseAdagrad([acc], lr=0.1)
+        opt.zero_grad(); (acc(every).sum() * (1 + 2 * rank)).backward(); opt.step()
+        sums = DistTensor((g.num_nodes(), 4), torch.float32, "acc_sum")[every]
+        assert (sums == 4).all(), np.unique(sums)
+        np.testing.assert_allclose(acc.weight[every].numpy(), -0.1, rtol=1e-5)
+        # A trainer without gradients still takes part; rows only rank 0 saw move by its own.
+        if rank == 0:
+            acc(np.array([0, 1])).sum().backward()
+        opt.step()
+        w = acc.weight[np.array([0, 1, 2])].numpy()
+        np.testing.assert_allclose(w[:2], -0.1 - 0.1 / np.sqrt(5), rtol=1e-5)
+        np.testing.assert_allclose(w[2], -0.1, rtol=1e-5)
+        # Optimizer state checkpoints, one file per rank (DGL's save/load).
+        opt.save(sys.argv[2])
+        other = SparseAdagrad([acc], lr=0.5)
+        other._state["acc"][every] = torch.zeros(g.num_nodes(), 4)
         g.barrier()
-        sums = g.pull("acc:adagrad:0", "node:_N", every, (4,), np.float32)
-        assert (sums == 120).all(), np.unique(sums)
+        other.load(sys.argv[2])
+        assert other._lr == 0.1
+        got = other._state["acc"][every].numpy()
+        assert (got[2:] == 4).all(), (np.unique(got), np.flatnonzero(got[:, 0] != 4)[:10])
+        # DGL's DistTensor life cycle, in a job: a non-persistent tensor is freed when every
+        # trainer's last handle goes (then its name takes another shape); a persistent one
+        # stays, and its name keeps its shape.
+        tmp = DistTensor((g.num_nodes(), 2), torch.float32, "tmp")
+        try:
+            DistTensor((g.num_nodes(), 3), torch.float32, "tmp")
+            raise AssertionError("re-created with another shape")
+        except DistError:
+            pass
+        del tmp
+        g.barrier()
+        tmp = DistTensor((g.num_nodes(), 3), torch.float32, "tmp")
+        assert (tmp[every].numpy() == 0).all()
+        # Every machine's rows: count_nonzero, |, torch.save of the rows.
+        mask = DistTensor((g.num_nodes(),), torch.bool, "mask",
+                          init_func=lambda s, d: torch.arange(s[0]) % 2 == 0)
+        other_mask = DistTensor((g.num_nodes(),), torch.bool, "mask2")
+        union = mask | other_mask
+        assert union.count_nonzero() == mask.count_nonzero() > 0
+        assert (union[0:g.num_nodes()] == mask[0:g.num_nodes()]).all()
+        import io
+        torch.save(mask[0:g.num_nodes()], io.BytesIO())
         print("ok", rank)
     """)
     procs = []
     for rank in range(2):
         env = cluster.env("trainer", rank, num_trainers=1)
-        procs.append(subprocess.Popen([sys.executable, "-c", script, str(rank)], env=env,
+        env.update(RANK=str(rank), WORLD_SIZE="2")  # as the launcher sets them
+        procs.append(subprocess.Popen([sys.executable, "-c", script, str(rank),
+                                       str(tmp_path / "opt.pt")], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for p in procs:
         out, err = p.communicate(timeout=6 * TIMEOUT)

@@ -45,6 +45,8 @@ def test_fields_and_arrays_travel_by_name():
     np.testing.assert_array_equal(push.rows, rows[:2])
     piece, _ = _roundtrip(msg.PullPiece(1, 3, 8, rows))
     assert (piece.chunk, piece.chunks, piece.row0, piece.rows.shape) == (1, 3, 8, (4, 3))
+    none, _ = _roundtrip(msg.PullReply(np.empty((0, 5), np.float32)))  # empty, 2-D
+    assert none.rows.shape == (0, 5) and none.rows.dtype == np.float32
     empty, _ = _roundtrip(msg.SampleReply())
     assert empty.seed_idx == [] and empty.nbrs == [] and empty.eids == []
     stats, _ = _roundtrip(msg.StatsReply(1, 2, 3, 0, 1.5, 2, 0, 1, ["_N/feat"]))

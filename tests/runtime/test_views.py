@@ -104,18 +104,70 @@ def test_graph_ndata_is_a_mutable_mapping(standalone):
     assert set(g.nodes["_N"].data) == names
     assert "w" in g.edata and len(g.edata) == 1 and set(dict(g.edata)) == {"w"}
 
-    # A DistTensor created with the view's naming joins it, and reads back through it.
-    t = runtime.DistTensor((g.num_nodes(), 2), torch.float32, name="_N/score",
+    # Any DistTensor joins the view under the key it is assigned to, whatever its name (as
+    # DGL's: the view maps keys to tensors), and reads back through it.
+    t = runtime.DistTensor((g.num_nodes(), 2), torch.float32, name="score_rows",
                            part_policy="node:_N")
     nd["score"] = t
-    assert "score" in nd and len(nd) == len(names) + 1
+    assert "score" in nd and len(nd) == len(names) + 1 and nd["score"] is t
     nd["score"][np.array([0, 1])] = torch.ones(2, 2)
     np.testing.assert_array_equal(nd["score"][np.array([0, 1, 2])].numpy(),
                                   [[1, 1], [1, 1], [0, 0]])
     assert nd["score"].shape == (g.num_nodes(), 2) and nd["score"].dtype == torch.float32
-    with pytest.raises(DistError, match="name='_N/other'"):
-        nd["other"] = t
-    del nd["score"]
+    nd["other"] = t  # DGL accepts a second key for the same tensor
+    assert nd["other"] is t and len(nd) == len(names) + 2
+    del nd["score"], nd["other"]
     assert "score" not in nd and len(nd) == len(names)
     with pytest.raises(KeyError):
         del nd["score"]
+    anon = runtime.DistTensor((g.num_nodes(),), torch.bool)  # anonymous, bool, inferred policy
+    nd["mask"] = anon
+    nd["mask"][0:3] = torch.tensor([True, False, True])
+    assert nd["mask"][0:3].tolist() == [True, False, True] and nd["mask"].count_nonzero() == 2
+    with pytest.raises(runtime.DGLError, match="node type 'nope' does not exist"):
+        g.nodes["nope"]
+    with pytest.raises(DistError, match="exists with shape"):
+        runtime.DistTensor((g.num_nodes(), 3), torch.float32, name="score_rows")
+
+
+def test_partition_policies_and_inferred_policy(tmp_path, monkeypatch):
+    """DGL's PartitionPolicy / NodePartitionPolicy / EdgePartitionPolicy, accepted by
+    DistTensor; the policy inferred from shape[0] must be unique, else an error naming the fix."""
+    import runtime
+    from partitioner import partition_graph
+    from tests.conftest import hetero_graph
+
+    partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
+    runtime.exit_client()
+    runtime.initialize()
+    try:
+        g = runtime.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
+        book = g.get_partition_book()
+        writes = ("author", "writes", "paper")
+        p = runtime.PartitionPolicy("node~paper", book)
+        assert p.policy_str == "node~paper" and p.type_name == "paper" and p.is_node
+        assert p.get_size() == 300 == p.get_part_size() and p.part_id == 0
+        assert p.to_partid([0, 299]).tolist() == [0, 0] and p.to_local([5]).tolist() == [5]
+        e = runtime.EdgePartitionPolicy(book, writes)
+        assert e.policy_str == "edge~author:writes:paper" and e.type_name == writes
+        assert e == runtime.PartitionPolicy("edge~writes", book) == "edge:author:writes:paper"
+        assert runtime.NodePartitionPolicy(book, "author").get_size() == 120
+        t = runtime.DistTensor((800, 2), torch.float32, "w2", part_policy=e)
+        assert t.part_policy == e and t.part_policy.policy_str == "edge~author:writes:paper"
+        g.edges["writes"].data["w2"] = t
+        assert g.edges[writes].data["w2"] is t and len(g.edges["cites"].data) == 0
+        with pytest.raises(DistError, match="several types match: edge:author:writes:paper, "
+                                            "edge:paper:written-by:author"):
+            runtime.DistTensor((800,), torch.float32)
+        with pytest.raises(DistError, match="no node or edge type has that many rows"):
+            runtime.DistTensor((7,), torch.float32)
+        assert runtime.DistTensor((120, 1), torch.int64).part_policy.policy_str == "node~author"
+        with pytest.raises(runtime.DGLError, match="edge type 'nope' is unknown"):
+            g.edges["nope"]
+        with pytest.raises(KeyError):
+            g.nodes["paper"].data["nope"]
+        assert g.to_canonical_etype("writes") == writes
+        with pytest.raises(DistError, match="must start with 'node' or 'edge'"):
+            runtime.PartitionPolicy("feat", book)
+    finally:
+        runtime.exit_client()
