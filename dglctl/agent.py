@@ -176,23 +176,28 @@ def _proc_stats(pid: int) -> dict[str, Any]:
 
 
 def _state(job: Path, name: str, pgid: int) -> dict[str, Any]:
-    rc = _read_json(job / f"{name}.rc")
     out: dict[str, Any] = {"name": name, "pgid": pgid}
-    if rc is not None:
-        code = rc["code"]
-        out.update(state="exited" if code >= 0 else "killed",
-                   code=code if code >= 0 else None, signal=-code if code < 0 else None,
-                   ended=rc["time"])
-        if _alive(pgid):  # the child ended but something else of its group lives on
-            out["stragglers"] = True
-        return out
-    if _alive(pgid):
+    rc = _read_json(job / f"{name}.rc")
+    if rc is None and _alive(pgid):
         pid_text = (job / f"{name}.pid").read_text() if (job / f"{name}.pid").exists() else ""
         out["state"] = "running"
         if pid_text.strip().isdigit():
             out.update(pid=int(pid_text), **_proc_stats(int(pid_text)))
         return out
-    out["state"] = "missing"  # no exit status and no process: killed with its wrapper
+    if rc is None:
+        # The wrapper writes the exit status and then exits: between the first read and the
+        # liveness check it may have done both, so only a second read tells "exited" from
+        # "killed together with its wrapper" (a clean job was once reported as missing).
+        rc = _read_json(job / f"{name}.rc")
+    if rc is None:
+        out["state"] = "missing"  # no exit status and no process: killed with its wrapper
+        return out
+    code = rc["code"]
+    out.update(state="exited" if code >= 0 else "killed",
+               code=code if code >= 0 else None, signal=-code if code < 0 else None,
+               ended=rc["time"])
+    if _alive(pgid):  # the child ended but something else of its group lives on
+        out["stragglers"] = True
     return out
 
 
