@@ -40,10 +40,20 @@ _EXPORTS = {
     "DistEdgeDataLoader": "runtime.loader.edge_dataloader",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# Modules under DGL's names, so that ``import runtime as dgl`` serves a DGL script's
+# ``dgl.distributed.DistGraph``, ``dgl.dataloading.NeighborSampler`` and ``dgl.function``.
+_MODULES = {
+    "distributed": "runtime",
+    "dataloading": "runtime.loader.dataloading",
+    "function": "runtime.loader.function",
+}
+
+__all__ = ["__version__", *_EXPORTS, *_MODULES]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return import_module(_MODULES[name])
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'runtime' has no attribute {name!r}")

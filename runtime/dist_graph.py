@@ -18,23 +18,29 @@ import torch
 
 from partitioner.format import read_config
 from partitioner.graph import etype_key, parse_etype_key
-from partitioner.loader import check_out_edges
 from partitioner.partition_book import RangeMap, RangePartitionBook
 
+from . import structure
 from .context import get_context
 from .dist_tensor import DistTensor, TensorMeta, _Life, count_nonzero, flush_frees
 from .env import torch_rank_world
 from .errors import DistError
-from .routing import Share, route, split_by_owner
+from .routing import route, split_by_owner
 from .rpc import messages as msg
 from .rpc.client import Request
 from .sampling import kernels
 from .sampling.block import EID, NID
-from .sampling.graph import SampledGraph
 from .store.layout import feature_policy
 from .store.local import LocalPartition
 from .store.shm import ShmArena
-from .view import DataView, DGLError, TypeView
+from .view import (
+    DataView,
+    DGLError,
+    EdgePartitionPolicy,
+    HeteroDataView,
+    NodePartitionPolicy,
+    TypeView,
+)
 
 __all__ = ["EID", "NID", "DistGraph", "Scheme"]
 
@@ -47,7 +53,7 @@ PULL_PIECE_BYTES = 1 << 20
 
 
 def _schemes(view: Any) -> dict[str, Scheme]:
-    if view is None:
+    if not isinstance(view, DataView):
         raise DGLError("the graph has several types: read g.nodes[TYPE].data / "
                        "g.edges[TYPE].data instead")
     return {k: Scheme(tuple(t.shape[1:]), t.dtype) for k, t in view.items()}
@@ -77,7 +83,9 @@ class DistGraph:
         if isinstance(gpb, str | os.PathLike):  # DistGraph(name, "parts/g.json")
             gpb, part_config = None, str(gpb)
         ctx = get_context()
-        path = part_config or (ctx.env.part_config if ctx.env else None)
+        # As DGL: a launched job's partition is the launcher's (the script's part_config names
+        # a path on the machine that partitioned, not on this host); standalone, the script's.
+        path = ctx.env.part_config if ctx.env is not None else part_config
         if path is None:
             raise DistError(
                 f"DistGraph({graph_name!r}): no part_config given and no launcher environment",
@@ -134,9 +142,11 @@ class DistGraph:
             typ, name = key.rsplit("/", 1)
             store = self._ndata_store if meta.policy.startswith("node:") else self._edata_store
             store[typ][name] = DistTensor._existing(self, key, meta)
-        self.ndata = DataView(self, f"node:{self.ntypes[0]}") if len(self.ntypes) == 1 else None
+        # One type: that type's view; several: {type: DistTensor} per key (DGLGraph's).
+        self.ndata = DataView(self, f"node:{self.ntypes[0]}") if len(self.ntypes) == 1 \
+            else HeteroDataView(self, "node")
         self.edata = (DataView(self, f"edge:{etype_key(self.canonical_etypes[0])}")
-                      if len(self.canonical_etypes) == 1 else None)
+                      if len(self.canonical_etypes) == 1 else HeteroDataView(self, "edge"))
         self.nodes = TypeView(self, "node")
         self.edges = TypeView(self, "edge")
 
@@ -200,6 +210,54 @@ class DistGraph:
     def rank(self) -> int:
         """This trainer's rank among all trainers."""
         return torch_rank_world()[0]
+
+    @property
+    def idtype(self) -> torch.dtype:
+        """The dtype of node and edge ids (always int64, as DGL's DistGraph)."""
+        return torch.int64
+
+    @property
+    def device(self) -> torch.device:
+        """Where the graph lives: the CPU (as DGL's DistGraph)."""
+        return torch.device("cpu")
+
+    def is_pinned(self) -> bool:
+        return False
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """One node type and one edge type."""
+        return len(self.ntypes) == 1 and len(self.canonical_etypes) == 1
+
+    def get_ntype_id(self, ntype: str | None) -> int:
+        """The id of node type ``ntype`` (None: the only one)."""
+        if ntype is None:
+            if len(self.ntypes) != 1:
+                raise DGLError("Node type name must be specified if there are more than one "
+                               "node types.")
+            return 0
+        if ntype not in self.config["ntypes"]:
+            raise DGLError(f"node type {ntype!r} does not exist; the graph has {self.ntypes}")
+        return int(self.config["ntypes"][ntype])
+
+    def get_etype_id(self, etype) -> int:
+        """The id of edge type ``etype`` (a name, a canonical triple, or None: the only one)."""
+        return int(self.config["etypes"][self._canonical(etype)])
+
+    def get_node_partition_policy(self, ntype: str) -> NodePartitionPolicy:
+        """The partition policy of node type ``ntype`` (for a new DistTensor's rows)."""
+        self.get_ntype_id(ntype)
+        return NodePartitionPolicy(self._book, ntype)
+
+    def get_edge_partition_policy(self, etype) -> EdgePartitionPolicy:
+        """The partition policy of edge type ``etype`` (a name or a canonical triple)."""
+        return EdgePartitionPolicy(self._book, self.to_canonical_etype(etype))
+
+    @property
+    def _client(self) -> DistGraph:
+        """DGL's ``g._client`` (its key-value client): DGL's examples call
+        ``g._client.barrier()``, the trainers' barrier, which this graph's ``barrier`` is."""
+        return self
 
     def barrier(self) -> None:
         """Wait until every trainer of the job has reached this call."""
@@ -298,87 +356,45 @@ class DistGraph:
         finally:
             self._in_rpc -= 1
 
-    def edge_subgraph(self, edges: Any, relabel_nodes: bool = True,
-                      store_ids: bool = True) -> SampledGraph:
-        """The graph of edges ``edges`` (ids, or a dict of them per edge type) and their end
-        nodes (DGL's): ``edata[EID]`` holds the edge ids; with ``relabel_nodes`` only the end
-        nodes are kept, numbered from 0, ``ndata[NID]`` holding their ids."""
-        if not store_ids:
-            raise DGLError("edge_subgraph always stores the original node and edge ids")
-        if not isinstance(edges, dict):
-            edges = {None: edges}
-        found: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for etype, eids in edges.items():
-            c = self.to_canonical_etype(etype)
-            eids = torch.as_tensor(np.asarray(eids, np.int64).reshape(-1))
-            src, dst = self.find_edges(eids, c)
-            found[c] = (src.numpy(), dst.numpy(), eids)
-        num_nodes = {t: self.num_nodes(t) for t in self.ntypes}
-        ndata: dict[str, dict[str, torch.Tensor]] = {}
-        if relabel_nodes:
-            ends: dict[str, list[np.ndarray]] = {t: [] for t in self.ntypes}
-            for (st, _, dt), (src, dst, _) in found.items():
-                ends[st].append(src)
-                ends[dt].append(dst)
-            kept = {t: np.unique(np.concatenate(v)) if v else np.empty(0, np.int64)
-                    for t, v in ends.items()}
-            num_nodes = {t: len(v) for t, v in kept.items()}
-            ndata = {t: {NID: torch.from_numpy(v)} for t, v in kept.items()}
-            found = {c: (np.searchsorted(kept[c[0]], s), np.searchsorted(kept[c[2]], d), e)
-                     for c, (s, d, e) in found.items()}
-        return SampledGraph(num_nodes,
-                            {c: (torch.from_numpy(s), torch.from_numpy(d))
-                             for c, (s, d, _) in found.items()},
-                            edata={c: {EID: e} for c, (_, _, e) in found.items()}, ndata=ndata)
 
-    # --- degrees and edges -----------------------------------------------------------------
-    def in_degrees(self, v=None, etype=None):
+    def _tensor_key(self, policy: str, key: str) -> str | None:
+        """The stored name (``"TYPE/name"``) of the tensor that view key ``key`` of type
+        ``policy`` (``"node:T"`` / ``"edge:S:E:D"``) maps to; None when it has no such key
+        (``g.edata["p"] = DistTensor(..., name="other")`` is stored as ``"S:E:D/other"``)."""
+        t = DataView(self, policy).get(key)
+        return t.name if t is not None else None
+
+    def _prob_name(self, prob: str | None) -> str | None:
+        """The tensor name to sample ``prob=`` from: the stored name of view key ``prob`` of
+        every edge type that has it (the servers read ``"S:E:D/<name>"``)."""
+        if prob is None:
+            return None
+        names = {k.rsplit("/", 1)[1] for c in self.canonical_etypes
+                 if (k := self._tensor_key(f"edge:{etype_key(c)}", prob)) is not None}
+        if len(names) > 1:
+            raise DistError(f"prob={prob!r} names tensors of different names on different "
+                            f"edge types ({sorted(names)})",
+                            hint="give the weight tensors of every edge type the same name")
+        return names.pop() if names else prob
+
+    # --- degrees and edges (runtime.structure) -------------------------------------------
+    def in_degrees(self, v=None, etype=None) -> torch.Tensor:
         """In-degree of nodes ``v`` (homogeneous/per-type ids of the edge type's destination)."""
-        key = self._canonical(etype)
-        return self._degrees(v, key, parse_etype_key(key)[2], "in")
+        return structure.in_degrees(self, v, etype)
 
-    def out_degrees(self, u=None, etype=None):
+    def out_degrees(self, u=None, etype=None) -> torch.Tensor:
         """Out-degree of nodes ``u`` (homogeneous/per-type ids of the edge type's source).
 
         Needs a partition written with out-edges (the default; not ``--no-out-edges``).
         """
-        key = self._canonical(etype)
-        check_out_edges(self.config)
-        return self._degrees(u, key, parse_etype_key(key)[0], "out")
+        return structure.out_degrees(self, u, etype)
 
-    def _degrees(self, nodes, key: str, ntype: str, edge_dir: str):
-        """Degrees of ``nodes`` of ``ntype`` (all when None), from each owner machine."""
-        if nodes is None:
-            nodes = np.arange(self.num_nodes(ntype))
-        ids = np.asarray(nodes, dtype=np.int64).reshape(-1)
-        out = np.empty(len(ids), np.int64)
-
-        def place(s: Share, reply: msg.DegreesReply) -> None:
-            out[s.sel] = reply.degrees
-
-        self._route(split_by_owner(ids, self._book.nodes, ntype),
-                    lambda s: msg.Degrees(key, edge_dir, s.local),
-                    lambda s: msg.DegreesReply(self.local.degrees(key, s.local, edge_dir)),
-                    place)
-        return torch.from_numpy(out)
-
-    def find_edges(self, edges, etype=None):
+    def find_edges(self, edges, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(src, dst)`` node ids of edge ids ``edges`` of ``etype``, per type as DGL returns
-        them (the ids of the edge type's source and destination types; on a graph of one node
-        type those are the homogeneous ids)."""
-        key = self._canonical(etype)
-        ids = np.asarray(edges, dtype=np.int64).reshape(-1)
-        src = np.empty(len(ids), np.int64)
-        dst = np.empty(len(ids), np.int64)
+        them (the ids of the edge type's source and destination types)."""
+        return structure.find_edges(self, edges, etype)
 
-        def place(s: Share, reply: msg.FindEdgesReply) -> None:
-            src[s.sel], dst[s.sel] = reply.src, reply.dst
-
-        self._route(split_by_owner(ids, self._book.edges, key),
-                    lambda s: msg.FindEdges(key, s.local),
-                    lambda s: msg.FindEdgesReply(*self.local.find_edges(key, s.local)),
-                    place)
-        if len(self.ntypes) > 1:  # the parts answer in homogeneous ids
-            src, dst = self._book.map_to_per_ntype(src)[1], self._book.map_to_per_ntype(dst)[1]
-        return torch.from_numpy(np.asarray(src, np.int64)), \
-            torch.from_numpy(np.asarray(dst, np.int64))
+    def edge_subgraph(self, edges: Any, relabel_nodes: bool = True, store_ids: bool = True):
+        """The graph of edges ``edges`` and their end nodes (DGL's; see
+        ``runtime.structure.edge_subgraph``)."""
+        return structure.edge_subgraph(self, edges, relabel_nodes, store_ids)

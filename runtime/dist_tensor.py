@@ -260,6 +260,13 @@ class DistTensor:
         """The tensor's key in the job (``"TYPE/name"``; DGL's ``kvstore_key``)."""
         return self._key
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled (``torch.save(t, ...)``, as DGL's example does) as a handle, as DGL's: its
+        shape, dtype, name and policy; loading it in a process of the job attaches the rows by
+        name. The rows themselves are saved with ``torch.save(t[0:len(t)], ...)``."""
+        return _reattach, (self.shape, self.dtype, self.tensor_name, self._policy,
+                           self.persistent)
+
     @property
     def kvstore_key(self) -> str:
         return self._key
@@ -351,3 +358,10 @@ class DistTensor:
     def __repr__(self) -> str:
         return f"DistTensor(name={self.tensor_name!r}, shape={self.shape}, " \
                f"dtype={self.dtype}, part_policy={self._policy!r})"
+
+
+def _reattach(shape: tuple[int, ...], dtype: Any, name: str, policy: str,
+              persistent: bool) -> DistTensor:
+    """A pickled DistTensor's handle, attached again by name (see ``DistTensor.__reduce__``)."""
+    return DistTensor(shape, dtype, name, part_policy=policy, persistent=persistent)
+

@@ -224,3 +224,55 @@ class TypeView:
             raise DGLError(f"node type {typ!r} does not exist; the graph has "
                            f"{self._graph.ntypes}")
         return TypeData(DataView(self._graph, f"{self._kind}:{typ}"))
+
+
+class HeteroDataView(MutableMapping):
+    """``g.ndata`` / ``g.edata`` of a graph with several node (edge) types, DGL's
+    ``HeteroNodeDataView`` / ``HeteroEdgeDataView``: a mapping of key to ``{type: DistTensor}``
+    (node types by name, edge types as canonical triples) holding the types that have the
+    key. ``view[key] = {type: tensor, ...}`` sets the key on those types (a bare tensor is a
+    DGLError: name the types); ``del view[key]`` removes it from every type. Unlike DGL's
+    (which returns ``{}``), a key no type has is a KeyError, so ``in``, ``get`` and ``pop``
+    answer as for any mapping.
+    """
+
+    def __init__(self, graph: DistGraph, kind: str) -> None:
+        self._graph = graph
+        self._kind = kind
+
+    def _types(self) -> list[tuple[Any, DataView]]:
+        g = self._graph
+        if self._kind == "node":
+            return [(t, DataView(g, f"node:{t}")) for t in g.ntypes]
+        return [(c, DataView(g, f"edge:{etype_key(c)}")) for c in g.canonical_etypes]
+
+    def __getitem__(self, key: str) -> dict[Any, Any]:
+        found = {t: v[key] for t, v in self._types() if key in v}
+        if not found:
+            raise KeyError(f"no {self._kind} type has data named {key!r}; have "
+                           f"{sorted(self)}")
+        return found
+
+    def __setitem__(self, key: str, val: Any) -> None:
+        if not isinstance(val, dict):
+            raise DGLError(f"the graph has several {self._kind} types: set {key!r} with a dict "
+                           f"{{type: DistTensor}} (or use g.{self._kind}s[TYPE].data)")
+        views = [(TypeView(self._graph, self._kind)[t].data, data) for t, data in val.items()]
+        for view, data in views:  # every type checked before any is set
+            view[key] = data
+
+    def __delitem__(self, key: str) -> None:
+        had = [v for _, v in self._types() if key in v]
+        if not had:
+            raise KeyError(f"no {self._kind} type has data named {key!r}")
+        for v in had:
+            del v[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(k for _, v in self._types() for k in v))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(k for _, v in self._types() for k in v))
+
+    def __repr__(self) -> str:
+        return f"HeteroDataView({self._kind!r}, {list(self)})"

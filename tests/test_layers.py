@@ -51,6 +51,7 @@ LAYERS = (
     Group("server", 2, ("runtime.server.*",)),
     Group("block", 2, ("runtime.sampling.block", "runtime.sampling.graph")),
     Group("api", 3, ("runtime.context", "runtime.routing", "runtime.view", "runtime.dist_graph",
+                     "runtime.structure",
                      "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
                      "runtime.sampling.neighbor")),
     Group("nn", 3, ("runtime.nn.*",), only=("nn", "block")),
@@ -211,12 +212,15 @@ def check_facade(modules: dict[str, Module]) -> list[str]:
     for node in ast.walk(facade.tree):
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)):
             continue
+        names_modules = any(isinstance(t, ast.Name) and t.id == "_MODULES" for t in node.targets)
         for k, v in zip(node.value.keys, node.value.values, strict=True):
             if not (isinstance(k, ast.Constant) and isinstance(v, ast.Constant)):
                 continue
             target = modules.get(v.value)
             if target is None:
                 out.append(f"{facade.path}:{v.lineno}: {k.value!r} -> {v.value!r}: no such module")
+            elif names_modules:
+                continue  # a module under another name (_MODULES): that it exists is enough
             elif k.value not in _defined(target):
                 out.append(f"{facade.path}:{v.lineno}: {k.value!r} is not defined in {target.path}")
     return out

@@ -128,6 +128,7 @@ def sample_neighbor_edges(
     the graph's direction (with "out", ``src`` are seeds and ``dst`` their out-neighbours).
     """
     out_dir = _check_edge_dir(edge_dir, prob)
+    prob = g._prob_name(prob)  # the view key's stored tensor (g.edata["p"] = DistTensor(...))
     if out_dir:
         check_out_edges(g.config)  # written with --no-out-edges: name the fix
     seeds = _as_seed_dict(g, nodes)

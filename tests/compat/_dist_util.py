@@ -60,6 +60,48 @@ def _recreate_fails(shape, name: str) -> bool:
     return False
 
 
+def check_dist_graph_empty(g, num_clients, num_nodes, num_edges):
+    """DGL's: a graph partitioned without node or edge data."""
+    # Test API
+    assert g.num_nodes() == num_nodes
+    assert g.num_edges() == num_edges
+
+    # Test init node data
+    new_shape = (g.num_nodes(), 2)
+    g.ndata["test1"] = runtime.DistTensor(new_shape, torch.int32)
+    nids = torch.arange(0, int(g.num_nodes() / 2))
+    feats = g.ndata["test1"][nids]
+    assert np.all(feats.numpy() == 0)
+
+    # create a tensor and destroy a tensor and create it again.
+    test3 = runtime.DistTensor(new_shape, torch.float32, "test3", init_func=rand_init)
+    del test3
+    test3 = runtime.DistTensor((g.num_nodes(), 3), torch.float32, "test3")
+    del test3
+
+    # Test write data
+    new_feats = torch.ones((len(nids), 2), dtype=torch.int32)
+    g.ndata["test1"][nids] = new_feats
+    feats = g.ndata["test1"][nids]
+    assert np.all(feats.numpy() == 1)
+
+    # Test metadata operations.
+    assert g.node_attr_schemes()["test1"].dtype == torch.int32
+
+
+def split_hierarchy(g, node_mask, edge_mask):
+    """DGL's ``run_client_hierarchy`` after ``DistGraph``: this trainer's share of the
+    selected nodes and edges, split by the trainer ids the partitioner wrote, and its rank."""
+    node_mask = torch.tensor(node_mask)
+    edge_mask = torch.tensor(edge_mask)
+    nodes = runtime.node_split(node_mask, g.get_partition_book(),
+                               node_trainer_ids=g.ndata["trainer_id"])
+    edges = runtime.edge_split(edge_mask, g.get_partition_book(),
+                               edge_trainer_ids=g.edata["trainer_id"])
+    rank = g.rank()
+    return rank, (nodes, edges)
+
+
 def check_dist_graph(g, num_clients, num_nodes, num_edges, expect_n, expect_e):
     # Test API
     assert g.num_nodes() == num_nodes

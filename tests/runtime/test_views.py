@@ -171,3 +171,177 @@ def test_partition_policies_and_inferred_policy(tmp_path, monkeypatch):
             runtime.PartitionPolicy("feat", book)
     finally:
         runtime.exit_client()
+
+
+@pytest.fixture
+def hetero_standalone(tmp_path):
+    """tests.conftest.hetero_graph (paper, author; cites, writes, written-by) in one part,
+    standalone."""
+    import runtime
+    from partitioner import partition_graph
+    from tests.conftest import hetero_graph
+
+    partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
+    runtime.exit_client()
+    runtime.initialize()
+    yield runtime.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
+    runtime.exit_client()
+
+
+WRITES, CITES = ("author", "writes", "paper"), ("paper", "cites", "paper")
+
+
+def test_hetero_graph_ndata_is_a_mapping_of_key_to_dict_per_type(hetero_standalone):
+    """On a graph of several node types g.ndata is DGLGraph's nested view: ``nd[key]`` is
+    ``{ntype: DistTensor}`` of the types having ``key``; assigning a dict sets per type."""
+    import runtime
+
+    g = hetero_standalone
+    nd = g.ndata
+    assert isinstance(nd, MutableMapping)
+    assert list(nd) == ["feat", "train_mask"] and len(nd) == 2  # distinct keys, types in order
+    assert set(nd.keys()) == {"feat", "train_mask"}
+    feat = nd["feat"]
+    assert set(feat) == {"paper", "author"}
+    assert feat["paper"] is g.nodes["paper"].data["feat"]
+    assert feat["author"].shape == (120, 3) and feat["paper"].shape == (300, 4)
+    assert set(nd["train_mask"]) == {"paper"}
+    assert "feat" in nd and "nope" not in nd and nd.get("nope") is None
+    assert nd.get("nope", 5) == 5
+    with pytest.raises(KeyError, match="no node type has data named 'nope'"):
+        nd["nope"]
+    assert {k: set(v) for k, v in dict(nd).items()} == {"feat": {"paper", "author"},
+                                                         "train_mask": {"paper"}}
+    assert [k for k, _ in nd.items()] == ["feat", "train_mask"]
+    assert all(isinstance(v, dict) for v in nd.values())
+
+    x = runtime.DistTensor((300, 2), torch.float32, "x_rows", part_policy="node:paper")
+    nd["x"] = {"paper": x}  # a key on one type; the others stay without it
+    assert nd["x"] == {"paper": x} and "x" not in g.nodes["author"].data
+    assert g.nodes["paper"].data["x"] is x and len(nd) == 3
+    nd["x"]["paper"][np.array([0, 1])] = torch.ones(2, 2)
+    assert g.nodes["paper"].data["x"][np.array([0, 1, 2])].sum().item() == 4
+    with pytest.raises(runtime.DGLError, match="several node types: set 'y' with a dict"):
+        nd["y"] = x
+    with pytest.raises(runtime.DGLError, match="node type 'venue' does not exist"):
+        nd["y"] = {"paper": x, "venue": x}
+    assert "y" not in nd and "y" not in g.nodes["paper"].data  # nothing set on an error
+    a = runtime.DistTensor((120, 1), torch.int64, part_policy="node:author")
+    nd.update({"z": {"author": a}})
+    assert nd["z"] == {"author": a}
+    assert nd.setdefault("z", {}) == {"author": a}
+    assert nd.pop("z") == {"author": a} and "z" not in nd
+    assert nd.pop("z", None) is None
+    del nd["x"]
+    assert "x" not in nd and "x" not in g.nodes["paper"].data and len(nd) == 2
+    with pytest.raises(KeyError):
+        del nd["x"]
+    nd["both"] = {"paper": x, "author": a}
+    key, per_type = nd.popitem()  # the first key: removed from every type
+    assert key == "feat" and set(per_type) == {"paper", "author"}
+    assert "feat" not in g.nodes["author"].data and "both" in nd
+    nd.clear()
+    assert len(nd) == 0 and list(nd) == [] and len(g.nodes["paper"].data) == 0
+    assert "HeteroDataView('node', [])" == repr(nd)
+    with pytest.raises(runtime.DGLError, match="several types"):
+        g.node_attr_schemes()
+
+
+def test_hetero_graph_edata_is_keyed_by_canonical_etype(hetero_standalone):
+    import runtime
+
+    g = hetero_standalone
+    ed = g.edata
+    assert isinstance(ed, MutableMapping) and list(ed) == ["year"] and len(ed) == 1
+    year = ed["year"]
+    assert list(year) == [WRITES] and year[WRITES] is g.edges["writes"].data["year"]
+    np.testing.assert_array_equal(year[WRITES][np.arange(3)].numpy(),
+                                  g.edges[WRITES].data["year"][np.arange(3)].numpy())
+    w = runtime.DistTensor((1500,), torch.float32, "cite_w", part_policy="edge:paper:cites:paper")
+    ed["w"] = {"cites": w}  # a short edge type name works, the view answers canonical triples
+    assert ed["w"] == {CITES: w} and g.edges[CITES].data["w"] is w
+    ed["w"] = {CITES: w}
+    assert ed["w"] == {CITES: w} and len(ed) == 2
+    with pytest.raises(runtime.DGLError, match="edge type 'nope'"):
+        ed["v"] = {"nope": w}
+    with pytest.raises(runtime.DGLError, match="several edge types"):
+        ed["v"] = w
+    assert ed.get("v") is None and "v" not in ed
+    del ed["w"]
+    assert "w" not in ed and "w" not in g.edges["cites"].data
+    with pytest.raises(KeyError, match="no edge type has data named 'w'"):
+        ed["w"]
+    with pytest.raises(runtime.DGLError, match="several types"):
+        g.edge_attr_schemes()
+
+
+def test_dgl_graph_api_of_dist_graph(standalone):
+    """The DistGraph methods DGL's tests and examples call beyond structure and data."""
+    import runtime
+
+    g = runtime.DistGraph("g", part_config=str(standalone))
+    assert g.idtype == torch.int64 and g.device == torch.device("cpu")
+    assert not g.is_pinned() and g.rank() == 0 and g.is_homogeneous
+    assert g.num_nodes("_N") == g.number_of_nodes() == g.number_of_nodes("_N") == 600
+    assert g.num_edges(("_N", "_E", "_N")) == g.number_of_edges("_E") == g.num_edges()
+    assert g.get_ntype_id(None) == 0 and g.get_ntype_id("_N") == 0 and g.get_etype_id(None) == 0
+    assert g.get_node_partition_policy("_N") == "node:_N"
+    assert g.get_edge_partition_policy(("_N", "_E", "_N")).policy_str == "edge~_N:_E:_N"
+
+
+def test_dgl_graph_api_of_hetero_dist_graph(hetero_standalone):
+    import runtime
+
+    h = hetero_standalone
+    assert h.idtype == torch.int64 and not h.is_homogeneous and h.rank() == 0
+    assert [h.get_ntype_id(t) for t in h.ntypes] == list(range(len(h.ntypes)))
+    assert [h.get_etype_id(c) for c in h.canonical_etypes] == list(range(3))
+    assert h.get_etype_id("writes") == h.get_etype_id(WRITES)
+    with pytest.raises(runtime.DGLError, match="Node type name must be specified"):
+        h.get_ntype_id(None)
+    with pytest.raises(runtime.DGLError, match="several edge types"):
+        h.get_etype_id(None)
+    with pytest.raises(runtime.DGLError, match="node type 'venue' does not exist"):
+        h.get_ntype_id("venue")
+    p = h.get_node_partition_policy("author")
+    assert isinstance(p, runtime.NodePartitionPolicy) and p.policy_str == "node~author"
+    assert p.get_size() == 120
+    e = h.get_edge_partition_policy("writes")
+    assert isinstance(e, runtime.EdgePartitionPolicy) and e.type_name == WRITES
+    t = runtime.DistTensor((120, 2), torch.float32, "emb_a", part_policy=p)
+    assert t.part_policy == p
+    with pytest.raises(runtime.DGLError):
+        h.get_edge_partition_policy("nope")
+
+
+def test_tensor_key_resolves_a_view_key_to_the_stored_name(standalone):
+    """``g.edata["p"] = DistTensor(..., name="other")``: the view key is "p", the servers know
+    the tensor as ``_N:_E:_N/other``; ``_tensor_key`` / ``_prob_name`` make the translation."""
+    import runtime
+
+    g = runtime.DistGraph("g", part_config=str(standalone))
+    assert g._tensor_key("edge:_N:_E:_N", "w") == "_N:_E:_N/w"
+    assert g._tensor_key("node:_N", "feat") == "_N/feat"
+    assert g._tensor_key("edge:_N:_E:_N", "p") is None
+    assert g._prob_name(None) is None and g._prob_name("w") == "w"
+    g.edata["p"] = runtime.DistTensor((g.num_edges(),), torch.float32, name="other")
+    assert g._tensor_key("edge:_N:_E:_N", "p") == "_N:_E:_N/other"
+    assert g._prob_name("p") == "other"
+
+
+def test_prob_names_the_view_key(standalone):
+    """prob="p" samples by the tensor the view key "p" maps to, whatever its stored name."""
+    import runtime
+
+    g = runtime.DistGraph("g", part_config=str(standalone))
+    src, _ = g.find_edges(np.arange(g.num_edges()))
+    keep = (src.numpy() % 2) == 0  # weight 1 on edges from even nodes, 0 on the others
+
+    def init(shape, dtype):
+        return torch.from_numpy(keep.astype(np.float32))
+
+    g.edata["p"] = runtime.DistTensor((g.num_edges(),), torch.float32, name="other",
+                                      init_func=init)
+    sg = runtime.sample_neighbors(g, np.arange(100), 5, prob="p")
+    s, _ = sg.edges()
+    assert len(s) > 0 and np.all(s.numpy() % 2 == 0)
