@@ -43,7 +43,7 @@ class ServerPool:
 
     def __init__(
         self, machines: list[Machine], num_servers: int, token: str, timeout: float,
-        client_name: str = "client", keeps_server: bool = True,
+        client_name: str = "client", keeps_server: bool = True, role: str = "client",
     ) -> None:
         self.machines = machines
         self.num_servers = num_servers
@@ -51,6 +51,7 @@ class ServerPool:
         self.timeout = timeout
         self.client_name = client_name
         self.keeps_server = keeps_server
+        self.role = role
         self._ctx = zmq.Context.instance()
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
         self._ids = itertools.count(1)
@@ -71,7 +72,7 @@ class ServerPool:
     def connect(self, connect_timeout: float | None = None) -> None:
         """Handshake with every server (they may still be starting: wait up to the timeout)."""
         hello = Hello(self.token, PROTOCOL_VERSION, __version__, self.client_name,
-                      self.keeps_server)
+                      self.keeps_server, self.role)
         reqs = [Request(m, k, hello) for (m, k) in self._socks]
         try:
             self.call_many(reqs, timeout=connect_timeout or self.timeout)

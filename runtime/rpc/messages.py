@@ -141,6 +141,7 @@ class Hello(Message):
     runtime: str
     client: str = "client"
     keeps_server: bool = True  # False for the launcher's probes: they do not hold the job
+    role: str = "client"  # "trainer" / "sampler" (of the env contract), else any other client
 
 
 @message("hello_reply")

@@ -88,6 +88,8 @@ class GraphServer:
         self.started = time.time()
         self.running = True
         self.armed = False
+        self.trainers_seen: set[bytes] = set()
+        self.expected_trainers = env.num_trainers * len(self.machines)
         self._sock: zmq.Socket | None = None
         self._current_id = -1
         self._handlers: dict[type, Callable] = {
@@ -221,9 +223,15 @@ class GraphServer:
             raise HandshakeError(
                 f"job token mismatch: this server belongs to job {self.env.job_id}")
         self.authenticated.add(ident)
-        # Idle shutdown starts once a client that holds the job (a trainer or sampler, not
-        # the launcher's readiness probe) has connected.
-        self.armed = self.armed or hello.keeps_server
+        # Idle shutdown starts once the clients that hold the job have connected: every
+        # trainer of the job (one that finished before another had connected would otherwise
+        # end the job for it), or any other client that holds it (a tool, a test); never the
+        # launcher's readiness probe.
+        if hello.role == "trainer":
+            self.trainers_seen.add(ident)
+        if hello.keeps_server and hello.role not in ("trainer", "sampler"):
+            self.armed = True
+        self.armed = self.armed or len(self.trainers_seen) >= self.expected_trainers
         return msg.HelloReply(self.env.machine_id, self.env.server_id, self.env.job_id,
                               __version__)
 

@@ -136,6 +136,24 @@ def test_servers_exit_and_clean_up_when_clients_leave(cluster):
     assert job_files(cluster.job_id) == []
 
 
+def test_servers_wait_for_every_trainer_before_leaving_on_idle(cluster):
+    """A trainer that finishes before the job's other trainer has connected does not end the
+    job: the servers arm their idle shutdown once every trainer (2 machines x 1) has said
+    hello (they used to arm on the first, and exit when it left)."""
+    machines = read_ip_config(cluster.ip_config)
+    first = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
+    first.connect()
+    first.close()
+    time.sleep(0.3 * TIMEOUT)  # the servers see the disconnect (they poll every 0.2 s)
+    assert all(p.poll() is None for p in cluster.procs), "servers left with a trainer missing"
+    second = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
+    second.connect()
+    second.close()
+    for p in cluster.procs:
+        p.wait(1.5 * TIMEOUT)
+    assert job_files(cluster.job_id) == []
+
+
 def test_two_trainers_barrier_and_shared_pushes(cluster, tmp_path):
     script = textwrap.dedent("""
         import sys, numpy as np, torch
