@@ -28,7 +28,7 @@ from .errors import DistError
 from .routing import route, split_by_owner
 from .rpc import messages as msg
 from .rpc.client import Request
-from .sampling import kernels
+from .sampling import kernels, neighbor
 from .sampling.block import EID, NID
 from .store.layout import feature_policy
 from .store.local import LocalPartition
@@ -398,3 +398,18 @@ class DistGraph:
         """The graph of edges ``edges`` and their end nodes (DGL's; see
         ``runtime.structure.edge_subgraph``)."""
         return structure.edge_subgraph(self, edges, relabel_nodes, store_ids)
+
+    def sample_neighbors(self, seed_nodes, fanout, edge_dir="in", prob=None,
+                         exclude_edges=None, replace=False, etype_sorted=True,
+                         output_device=None):
+        """DGL's method: :func:`runtime.sample_etype_neighbors` on a graph of several edge
+        types, else :func:`runtime.sample_neighbors` (DGL ignores ``edge_dir`` and
+        ``exclude_edges`` here; this honours them). ``output_device`` is accepted (CPU)."""
+        return neighbor.sample_etype_neighbors(
+            self, seed_nodes, fanout, edge_dir=edge_dir, prob=prob, replace=replace,
+            exclude_edges=exclude_edges)
+
+    def __reduce__(self):
+        """Pickled as a handle, like DGL's (name and partition): unpickled in a process that
+        called ``initialize()``, it opens the graph again there."""
+        return DistGraph, (self.graph_name, None, self.config["_path"])

@@ -12,7 +12,7 @@ both directions are answered by the seed's machine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,7 +20,6 @@ import torch
 from partitioner.loader import check_out_edges
 
 from ..context import get_context
-from ..dist_graph import DistGraph
 from ..errors import DistError
 from ..routing import route, split_by_owner
 from ..rpc import messages as msg
@@ -28,7 +27,16 @@ from .block import EID, NID, Block, block_from_edges
 from .draws import OUT_SALT
 from .graph import SampledGraph
 
+if TYPE_CHECKING:  # dist_graph imports this module (DistGraph.sample_neighbors)
+    from ..dist_graph import DistGraph
+
 CanonicalEtype = tuple[str, str, str]
+
+
+def _is_graph(x: Any) -> bool:
+    """A DistGraph (by its partition book; this module cannot import the class at run time:
+    dist_graph imports it for ``DistGraph.sample_neighbors``)."""
+    return callable(getattr(x, "get_partition_book", None))
 
 
 def _as_seed_dict(g: DistGraph, nodes: Any) -> dict[str, np.ndarray]:
@@ -299,7 +307,7 @@ class NeighborSampler:
     def __init__(self, *args: Any, edge_dir: str = "in", replace: bool = False,
                  prob: str | None = None, seed: int = 0, **_unused: Any) -> None:
         graph = None
-        if args and isinstance(args[0], DistGraph):
+        if args and _is_graph(args[0]):
             graph, args = args[0], args[1:]
         if not args:
             raise TypeError("NeighborSampler needs fanouts, e.g. NeighborSampler([10, 25])")
@@ -321,7 +329,7 @@ class NeighborSampler:
         DGL 1.x's ``sample_blocks(g, seed_nodes, exclude_eids=None)`` (the graph first) returns
         ``(input_nodes, output_nodes, blocks)`` as DGL 1.x does.
         """
-        if isinstance(seeds, DistGraph):  # DGL 1.x: sample_blocks(g, seed_nodes, ...)
+        if _is_graph(seeds):  # DGL 1.x: sample_blocks(g, seed_nodes, ...)
             return self.sample(seeds, g, exclude_edges=exclude_edges
                                if exclude_eids is None else exclude_eids)
         if exclude_eids is not None:

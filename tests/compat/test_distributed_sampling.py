@@ -35,6 +35,8 @@ pairs from numpy.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -119,12 +121,15 @@ def test_standalone_etype_sampling_heterograph(tmp_path, standalone_client):
     dist_graph = dg.DistGraph("test_hetero_sampling", part_config=str(cfg))
     both = np.intersect1d(dst, src)[:10]  # input ids with in-edges of both types
     inv = np.argsort(orig_n["paper"])
-    sampled = dg.sample_etype_neighbors(dist_graph, inv[both], 1)
-    s, _ = sampled.edges(etype=("paper", "cite", "paper"))
-    assert len(s) == 10
-    s, _ = sampled.edges(etype=("paper", "cite-by", "paper"))
-    assert len(s) == 10
-    assert sampled.num_nodes() == 3000
+    # (Not in DGL's check: its DistGraph.sample_neighbors method, which on a graph of
+    # several edge types is sample_etype_neighbors.)
+    for sampled in (dg.sample_etype_neighbors(dist_graph, inv[both], 1),
+                    dist_graph.sample_neighbors(inv[both], 1)):
+        s, _ = sampled.edges(etype=("paper", "cite", "paper"))
+        assert len(s) == 10
+        s, _ = sampled.edges(etype=("paper", "cite-by", "paper"))
+        assert len(s) == 10
+        assert sampled.num_nodes() == 3000
 
 
 @pytest.mark.unit
@@ -142,6 +147,22 @@ def test_standalone_to_block_and_in_subgraph(homo, standalone_client):
     sub = dg.in_subgraph(dist_graph, SEEDS)
     want = dist_graph.in_degrees(torch.tensor(SEEDS)).sum().item()
     assert sub.num_edges() == want and sub.num_nodes() == dist_graph.num_nodes()
+
+
+@pytest.mark.unit
+def test_standalone_graph_method_and_pickle(homo, standalone_client):
+    """Not a DGL check: DGL's ``DistGraph.sample_neighbors`` method, and a DistGraph pickled
+    as a handle (DGL's ``__getstate__`` keeps the name and partition) that opens the graph
+    again when loaded."""
+    g, (cfg, orig_n, orig_e), _ = homo
+    dist_graph = dg.DistGraph("test_sampling", part_config=str(cfg))
+    _check_sampled(dist_graph.sample_neighbors(SEEDS, 3), g, orig_n, orig_e)
+    blob = pickle.dumps(dist_graph)
+    assert len(blob) < 1000  # a handle, not the graph
+    again = pickle.loads(blob)
+    assert again is not dist_graph and again.num_edges() == dist_graph.num_edges()
+    eids = torch.arange(0, dist_graph.num_edges(), 13)
+    assert torch.equal(again.edata["prob"][eids], dist_graph.edata["prob"][eids])
 
 
 # --- servers and a client ------------------------------------------------------------------
