@@ -283,15 +283,28 @@ class _IdMap:
     """
 
     _scratch: dict[tuple[str, int], np.ndarray] = {}
-    EMPTY = np.iinfo(np.int64).max
+
+    @classmethod
+    def scratch(cls, ntype: str, n: int) -> np.ndarray:
+        """The type's scratch array: int32 when ids fit, halving the cache footprint of an
+        array read at random (relabeling 175k ids of a 1M-node graph: 1.30 -> 1.09 ms)."""
+        mark = cls._scratch.get((ntype, n))
+        if mark is None:
+            dtype = np.int32 if n < np.iinfo(np.int32).max else np.int64
+            mark = cls._scratch[(ntype, n)] = np.full(n, np.iinfo(dtype).max, dtype)
+        return mark
+
+    @staticmethod
+    def empty(mark: np.ndarray) -> np.integer:
+        """The value a scratch array holds between calls."""
+        return mark.dtype.type(np.iinfo(mark.dtype).max)
 
     @classmethod
     def relabel(cls, ntype: str, n: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(unique ids in first-appearance order, local index of every id)``."""
-        mark = cls._scratch.get((ntype, n))
-        if mark is None:
-            mark = cls._scratch[(ntype, n)] = np.full(n, cls.EMPTY, np.int64)
-        return kernels.relabel_first_seen(mark, np.ascontiguousarray(ids, np.int64), cls.EMPTY)
+        mark = cls.scratch(ntype, n)
+        return kernels.relabel_first_seen(mark, np.ascontiguousarray(ids, np.int64),
+                                          cls.empty(mark))
 
 
 def block_from_edges(
@@ -344,10 +357,10 @@ def _dst_local(dst_nodes: np.ndarray, dst_local_of_nodes: np.ndarray, dst: np.nd
     """Local index of each edge's destination (destination nodes are unique, first)."""
     dst = np.asarray(dst, np.int64)
     if num_nodes is not None:
-        mark = _IdMap._scratch[(ntype, num_nodes[ntype])]
+        mark = _IdMap.scratch(ntype, num_nodes[ntype])
         mark[dst_nodes] = dst_local_of_nodes
-        out = mark[dst]
-        mark[dst_nodes] = _IdMap.EMPTY
+        out = mark[dst].astype(np.int64)
+        mark[dst_nodes] = _IdMap.empty(mark)
         return out
     order = np.argsort(dst_nodes)
     return dst_local_of_nodes[order[np.searchsorted(dst_nodes, dst, sorter=order)]]

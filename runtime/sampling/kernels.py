@@ -220,7 +220,8 @@ def warm_up() -> None:
     rather than inside the first training step: loading them from numba's cache takes about
     0.3 s, compiling about 2 s."""
     sample_uniform(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.uint64), 1)
-    relabel_first_seen(np.zeros(1, np.int64), np.zeros(1, np.int64), np.int64(-1))
+    for mark in (np.zeros(1, np.int32), np.zeros(1, np.int64)):  # see sampling.block._IdMap
+        relabel_first_seen(mark, np.zeros(1, np.int64), mark.dtype.type(-1))
     for dtype in (np.uint8, np.uint32, np.uint64):  # bool masks, float32 features, int64 ids
         one, ids = np.zeros((1, 1), dtype), np.zeros(1, np.int64)
         received = np.frombuffer(one.tobytes(), dtype).reshape(1, 1)  # read-only, as off the wire
