@@ -13,8 +13,8 @@ fanouts [10, 25], batch 1000.
 Each round runs DGL then dglctl (or the reverse, every other round); ratios are per round
 (dglctl over DGL of the same round), then median and range over the rounds. Goals (issue 11):
 epoch time at most 0.5x DGL's, sampling rate at least 2.5x, pull rate at least 2x, test
-accuracy and loss curve at parity. Needs root (unshare, mount) and the DGL venv
-(bench/dgl_env.sh, created on first use).
+accuracy and loss curve at parity (round i seeds both models with i). Needs root (unshare,
+mount) and the DGL venv (bench/dgl_env.sh, created on first use).
 
     python bench/dist_vs_dgl.py                      # 1M nodes, 3 rounds
     python bench/dist_vs_dgl.py --nodes 200000 --rounds 1 --json
@@ -237,9 +237,11 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     dgl_py = dgl_python()
     paths = prepare(work, args.nodes, args.avg_degree, args.feat_dim, dgl_py)
-    script_args = ["--graph_name", "bench", "--steps", str(args.steps)]
     rounds = []
     for i in range(args.rounds):
+        # Each round starts both sides from its own model seed: one initialization per side
+        # would make a loss difference that is only the luck of one draw look systematic.
+        script_args = ["--graph_name", "bench", "--steps", str(args.steps), "--seed", str(i)]
         order = ["dgl", "ours"] if i % 2 == 0 else ["ours", "dgl"]
         r: dict[str, dict[str, Any]] = {}
         for who in order:
