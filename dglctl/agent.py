@@ -107,7 +107,8 @@ def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_wrap(args: argparse.Namespace) -> int:
     """Run the child, keep the group alive until it ends, record its exit status."""
-    child = subprocess.Popen(args.argv)
+    # The cluster YAML may name the program under "~" (python: ~/venvs/x/bin/python).
+    child = subprocess.Popen([os.path.expanduser(args.argv[0]), *args.argv[1:]])
     Path(args.pidfile).write_text(str(child.pid))
     # A signal to the group reaches the child directly; the wrapper only waits for it.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

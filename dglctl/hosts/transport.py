@@ -25,6 +25,18 @@ AGENT = ["-m", "dglctl.agent"]
 SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
 
 
+def remote_line(argv: list[str]) -> str:
+    """``argv`` as one shell line, every word quoted, except that a program given as ``~`` or
+    ``~/...`` (``python: ~/venvs/x/bin/python`` in the cluster YAML) keeps its ``~`` unquoted
+    for the remote shell to expand (``~/'rest'``: the tilde prefix ends at the first slash)."""
+    line = shlex.join(argv)
+    if argv and (argv[0] == "~" or argv[0].startswith("~/")):
+        rest = argv[0][2:]
+        head = "~/" + shlex.quote(rest) if rest else "~" if argv[0] == "~" else "~/"
+        line = " ".join([head, *(shlex.quote(a) for a in argv[1:])])
+    return line
+
+
 def join_path(workspace: str, rel: str) -> str:
     """``rel`` inside a host's workspace, as the host spells it (``/`` separators)."""
     return f"{workspace.rstrip('/')}/{rel}"
@@ -189,8 +201,7 @@ class SSHTransport(Transport):
 
     def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
         client = self._connect()
-        # The remote workspace may start with "~": let the remote shell expand only that.
-        line = shlex.join(argv)
+        line = remote_line(argv)
         chan = client.get_transport().open_session()
         chan.settimeout(timeout)
         chan.exec_command(line)

@@ -95,6 +95,29 @@ def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
         assert "Traceback" not in e
 
 
+def test_python_under_home(sshd, parts, home, tmp_path, capsys):
+    """``python: ~/...`` (as configs/cluster.example.yaml writes it): every remote call and
+    every started process finds the interpreter under the remote user's home."""
+    import os
+
+    under_home = "~/" + os.path.relpath(sys.executable, os.path.expanduser("~"))
+    cluster = write_cluster(tmp_path / "c.yaml", sshd, python=under_home)
+    code, out, err = run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
+                          str(parts[3]), "--", "ok"], capsys)
+    assert code == 0, err
+    for i in range(3):
+        assert f"[h{i} trainer {i}] rank {i}/3 pulled (400, 5)" in out
+    assert leftovers(list_jobs()[-1].job_id) == ([], [])
+
+
+def test_remote_line_expands_only_a_leading_tilde():
+    from dglctl.hosts.transport import remote_line
+
+    assert remote_line(["~/v x/bin/python", "-c", "~/a b"]) == "~/'v x/bin/python' -c '~/a b'"
+    assert remote_line(["/usr/bin/python3", "~/x"]) == "/usr/bin/python3 '~/x'"
+    assert remote_line(["~user/python"]) == "'~user/python'"
+
+
 def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
     import os
 
