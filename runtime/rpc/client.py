@@ -8,6 +8,7 @@ neither answers nor answers pings within the timeout is reported by machine, ser
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +21,9 @@ from partitioner.version import __version__
 
 from ..errors import DistError, HandshakeError, PeerTimeout, ProtocolError, from_wire
 from .ip_config import Machine
+from .liveness import Liveness
 from .messages import ErrorReply, Hello, Message, Ping, PullPiece, decode, encode
 from .wire import PROTOCOL_VERSION
-
-PING_INTERVAL = 1.0
 
 
 @dataclass
@@ -56,12 +56,16 @@ class ServerPool:
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
         self._ids = itertools.count(1)
         self._rr = itertools.count()
+        self.liveness = Liveness(timeout)
         for m in machines:
             for k in range(num_servers):
                 s = self._ctx.socket(zmq.DEALER)
                 s.setsockopt(zmq.LINGER, 0)
-                s.setsockopt(zmq.HEARTBEAT_IVL, 1000)
-                s.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
+                # A fixed identity: after a reconnect (a network blip, a long stall) the
+                # server knows this socket as the one that sent the job token. (ZeroMQ
+                # reserves identities starting with a zero byte for its own.)
+                s.setsockopt(zmq.ROUTING_ID, b"c" + os.urandom(15))
+                self.liveness.configure(s)
                 s.connect(m.server_addr(k))
                 self._socks[(m.machine_id, k)] = s
 
@@ -152,9 +156,18 @@ class PendingReplies:
         pinged = {key: now for key in keys}
         pings: set[int] = set()
         errors: list[tuple[tuple[int, int], ErrorReply]] = []
+        answered: set[tuple[int, int]] = set()  # servers heard from during this wait
+        live = pool.liveness
+        ping_every = live.ping_interval
+        poll_ms = max(1, int(min(100.0, ping_every * 1000 / 2)))
         while pending:
-            events = dict(poller.poll(100))
-            now = time.monotonic()
+            events = dict(poller.poll(poll_ms))
+            last, now = now, time.monotonic()
+            if live.stalled(now - last):
+                # This process was stopped or starved: the servers' silence over that gap
+                # is not theirs. Give every one a fresh window (and the barrier its time).
+                started += now - last
+                heard = dict.fromkeys(keys, now)
             for key in keys:
                 sock = pool._socks[key]
                 if sock not in events:
@@ -166,6 +179,7 @@ class PendingReplies:
                         break
                     reply, envelope = decode(frames)
                     heard[key] = now
+                    answered.add(key)
                     rid = envelope.get("id")
                     if rid in pings:
                         pings.discard(rid)
@@ -181,20 +195,26 @@ class PendingReplies:
                         errors.append((key, reply))
                     results[idx] = reply
             waiting = {where[rid] for rid in pending}
-            if waiting and now - started > max_wait:
-                names = ", ".join(pool.describe(*k) for k in sorted(waiting))
-                raise PeerTimeout(
-                    f"{names}: no reply to {reqs[pending[min(pending)]].message.op!r} "
-                    f"within {max_wait:.0f}s although the server is alive",
-                    hint="a barrier whose other participants never arrived (a trainer died?)",
-                )
             for key in waiting:
                 if now - heard[key] > timeout:
                     raise PeerTimeout(
-                        f"{pool.describe(*key)} did not answer within {timeout:.0f}s",
-                        hint="the server process died or is overloaded; see its log",
+                        f"{pool.describe(*key)} has been silent for {now - heard[key]:.1f}s "
+                        f"(no reply, no answer to pings; the limit is {timeout:g}s)",
+                        hint="the server process died, its host is down or unreachable, or "
+                             "it was stopped for longer than the job's timeout; see its log",
                     )
-                if now - heard[key] > PING_INTERVAL and now - pinged[key] > PING_INTERVAL:
+            if waiting and now - started > max_wait and all(
+                    k in answered and now - heard[k] <= 2 * ping_every for k in waiting):
+                # Every waiting server has just answered: alive, but withholding the reply.
+                # (One that has not is left to the timeout above: it may be dead.)
+                names = ", ".join(pool.describe(*k) for k in sorted(waiting))
+                raise PeerTimeout(
+                    f"{names}: no reply to {reqs[pending[min(pending)]].message.op!r} "
+                    f"within {max_wait:.0f}s although the server answers pings",
+                    hint="a barrier whose other participants never arrived (a trainer died?)",
+                )
+            for key in waiting:
+                if now - heard[key] > ping_every and now - pinged[key] > ping_every:
                     # Long waits (a barrier) stay alive while the server answers pings.
                     rid = next(pool._ids)
                     pings.add(rid)

@@ -30,6 +30,7 @@ from ..env import RuntimeEnv
 from ..errors import DistError, HandshakeError, ProtocolError
 from ..rpc import messages as msg
 from ..rpc.ip_config import read_ip_config
+from ..rpc.liveness import Liveness
 from ..rpc.wire import PROTOCOL_VERSION
 from ..sampling import kernels
 from ..store.layout import load_into_shm
@@ -37,8 +38,6 @@ from ..store.local import LocalPartition
 from ..store.shm import ShmArena
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_MS = 1000
 
 
 def _narrow(ids: np.ndarray, bound: int) -> np.ndarray:
@@ -133,8 +132,10 @@ class GraphServer:
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
-        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_MS * 3)
+        # A client that reconnects (same identity) takes its old connection over at once.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        liveness = Liveness(self.env.timeout)
+        liveness.configure(sock)
         addr = self.machine.server_addr(self.env.server_id)
         try:
             sock.bind(addr)
@@ -150,21 +151,30 @@ class GraphServer:
         poller.register(sock, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
         connected, seen = 0, 0
+        empty_since: float | None = None  # since when nobody is connected
         self._install_signal_handlers()
         log.info("server %s/%s listening on %s", self.env.machine_id, self.env.server_id, addr)
         try:
             while self.running:
                 events = dict(poller.poll(200))
+                now = time.monotonic()
                 if monitor in events:
                     ev = zmon.recv_monitor_message(monitor)
                     if ev["event"] == zmq.EVENT_ACCEPTED:
                         connected += 1
                         seen += 1
+                        empty_since = None
                     elif ev["event"] == zmq.EVENT_DISCONNECTED:
                         connected -= 1
-                        if connected <= 0 and seen > 0 and self.armed:
-                            log.info("every client has gone; shutting down")
-                            self.running = False
+                        if connected <= 0 and empty_since is None:
+                            empty_since = now
+                # Leave only after a grace with nobody connected: a paused trainer's
+                # connection may drop and come back.
+                if (empty_since is not None and seen > 0 and self.armed
+                        and now - empty_since > liveness.idle_grace):
+                    log.info("every client has gone for %.0fs; shutting down",
+                             now - empty_since)
+                    self.running = False
                 if sock in events:
                     frames = sock.recv_multipart(copy=False)
                     self._dispatch(frames[0].bytes, frames[1:])

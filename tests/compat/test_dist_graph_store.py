@@ -57,6 +57,7 @@ import runtime
 from partitioner import partition_graph
 from partitioner.graph import Graph
 from partitioner.loader import load_orig_ids
+from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from tests.compat._dist_util import check_dist_emb, check_dist_graph, random_graph, random_hetero
 from tests.conftest import TIMEOUT
@@ -192,8 +193,8 @@ def _run_clients(cfg, tmp_path, what: str, per_machine: int = 1) -> None:
                 if p.poll() is None:
                     p.kill()
                     p.wait(TIMEOUT)
-        for p in cluster.procs:  # the servers exit once their clients have gone
-            p.wait(1.5 * TIMEOUT)
+        for p in cluster.procs:  # the servers exit once their clients have gone (and the
+            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)  # idle grace is over)
         assert job_files(cluster.job_id) == []
 
 

@@ -120,7 +120,15 @@ class Cluster:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(TIMEOUT / 2)
 
+    def pause_machine(self, machine_id: int, resume: bool = False) -> None:
+        """SIGSTOP (or, with ``resume``, SIGCONT) every server of ``machine_id``."""
+        for p in self.procs[machine_id * self.num_servers:(machine_id + 1) * self.num_servers]:
+            os.killpg(p.pid, signal.SIGCONT if resume else signal.SIGSTOP)
+
     def stop(self) -> None:
+        for p in self.procs:  # a stopped server would never see the SIGTERM
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGCONT)
         terminate_groups(self.procs, grace=TIMEOUT)
 
 
@@ -133,14 +141,15 @@ def two_part_graph(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2) -> Iterator[Cluster]:
-    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2, all answering when it yields;
-    stopped and checked after."""
+def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
+                    timeout: float = PEER_TIMEOUT) -> Iterator[Cluster]:
+    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2 (the job's peer ``timeout``),
+    all answering when it yields; stopped and checked after."""
     ips = ["127.0.0.1", "127.0.0.2"]
     base = free_port_range(ips, num_servers)
     ip_config = tmp_path / "ip_config.txt"
     write_ip_config(ip_config, [(ip, base) for ip in ips])
-    c = Cluster(cfg, ip_config, ips, num_servers)
+    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout)
     c.start_servers()
     try:
         # Every server answers before the test starts, so that a test's own (short) peer

@@ -14,11 +14,18 @@ from partitioner.loader import load_orig_ids
 from runtime.errors import DistError, HandshakeError, PeerTimeout
 from runtime.rpc.client import ServerPool
 from runtime.rpc.ip_config import read_ip_config
+from runtime.rpc.liveness import Liveness
 from runtime.rpc.messages import Pull
 from runtime.store.shm import job_files
 from tests.conftest import PEER_TIMEOUT, TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
+
+
+def _leave_within(cluster) -> float:
+    """How long servers may take to leave once their clients have: the idle grace, plus
+    the usual allowance for a busy machine."""
+    return Liveness(cluster.timeout).idle_grace + TIMEOUT
 
 
 def test_pull_matches_original_features(trainer, cluster, two_part_graph):
@@ -132,7 +139,7 @@ def test_servers_exit_and_clean_up_when_clients_leave(cluster):
     assert job_files(cluster.job_id), "main servers publish shared memory"
     pool.close()
     for p in cluster.procs:
-        p.wait(1.5 * TIMEOUT)
+        p.wait(_leave_within(cluster))
     assert job_files(cluster.job_id) == []
 
 
@@ -144,13 +151,14 @@ def test_servers_wait_for_every_trainer_before_leaving_on_idle(cluster):
     first = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
     first.connect()
     first.close()
-    time.sleep(0.3 * TIMEOUT)  # the servers see the disconnect (they poll every 0.2 s)
+    # Past the servers' idle grace: had they armed on the first trainer, they would be gone.
+    time.sleep(Liveness(cluster.timeout).idle_grace + 0.3 * TIMEOUT)
     assert all(p.poll() is None for p in cluster.procs), "servers left with a trainer missing"
     second = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
     second.connect()
     second.close()
     for p in cluster.procs:
-        p.wait(1.5 * TIMEOUT)
+        p.wait(_leave_within(cluster))
     assert job_files(cluster.job_id) == []
 
 
@@ -251,5 +259,5 @@ def test_two_trainers_barrier_and_shared_pushes(cluster, tmp_path):
         assert p.returncode == 0, err
         assert out.startswith("ok")
     for p in cluster.procs:
-        p.wait(1.5 * TIMEOUT)
+        p.wait(_leave_within(cluster))
     assert job_files(cluster.job_id) == []
