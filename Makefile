@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
 
-.PHONY: setup sshd demo test lint layers bench figures clean
+.PHONY: setup sshd demo test test-loaded lint layers bench figures clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: $(STAMP)
 
 test: $(STAMP) sshd
 	$(BIN)/python -m pytest -q tests
+
+# The same suite with two busy loops beside it (every wait in the tests derives from
+# DGLCTL_TEST_TIMEOUT, so it must pass on a loaded machine too).
+test-loaded: $(STAMP) sshd
+	bash tests/run_loaded.sh $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/ruff check dglctl partitioner runtime tests bench examples
