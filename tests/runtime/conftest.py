@@ -151,6 +151,8 @@ def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
     write_ip_config(ip_config, [(ip, base) for ip in ips])
     c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout)
     c.start_servers()
+    from runtime.store.shm import ShmArena
+
     try:
         # Every server answers before the test starts, so that a test's own (short) peer
         # timeout never includes the servers' start-up (seconds on a busy 2-core machine).
@@ -158,13 +160,12 @@ def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
         yield c
     finally:
         c.stop()
+        # A SIGKILLed main server cannot clean up: that is the launcher's job (dglctl
+        # stop). Here, even when the test failed.
+        for m in range(len(ips)):
+            ShmArena(c.job_id, m).cleanup()
     for p in c.procs:
         assert p.poll() is not None, "a server process survived the test"
-    # A SIGKILLed main server cannot clean up: that is the launcher's job (dglctl stop).
-    from runtime.store.shm import ShmArena
-
-    for m in range(len(ips)):
-        ShmArena(c.job_id, m).cleanup()
     assert job_files(c.job_id) == []
 
 
