@@ -76,7 +76,8 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
         return
     machines = read_ip_config(ip_config or env.ip_config)
     pool = ServerPool(machines, env.num_servers, env.token, env.timeout,
-                      client_name=f"{env.role}-{os.getpid()}", role=env.role)
+                      client_name=f"{env.role}-{os.getpid()}", role=env.role,
+                      encrypt=env.encrypt)
     pool.connect()
     _context = RuntimeContext(env=env, pool=pool)
     atexit.register(exit_client)

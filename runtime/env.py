@@ -40,6 +40,7 @@ class RuntimeEnv:
             busy for long, e.g. evaluating, while their servers answer).
         shm_dir: the tmpfs holding the job's shared memory on this host.
         log_level: the runtime's logging level (``logging`` names).
+        encrypt: encrypt every connection (CURVE keys from the token; ``runtime.rpc.security``).
     """
 
     role: str
@@ -56,6 +57,7 @@ class RuntimeEnv:
     barrier_timeout: float = 600.0
     shm_dir: str = DEFAULT_SHM_DIR
     log_level: str = "WARNING"
+    encrypt: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -91,6 +93,9 @@ class RuntimeEnv:
                 raise EnvError(f"{key} is not set", hint="processes must be started by dglctl launch")
             raw = env[key]
             try:
+                if f.type == "bool":
+                    values[f.name] = _flag(key, raw)
+                    continue
                 values[f.name] = (
                     int(raw) if f.type == "int" else float(raw) if f.type == "float" else raw
                 )
@@ -106,6 +111,15 @@ class RuntimeEnv:
     def to_environ(self) -> dict[str, str]:
         """The variables that reproduce this contract in a child process."""
         return {PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}
+
+
+def _flag(key: str, raw: str) -> bool:
+    """A boolean variable: 1/true/yes or 0/false/no (any case)."""
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "no", ""):
+        return False
+    raise EnvError(f"{key}={raw!r}: expected 1/true/yes or 0/false/no")
 
 
 def torch_rank_world(rank: int | None = None) -> tuple[int, int]:

@@ -222,7 +222,8 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
         # the child would touch the parent's ZeroMQ context, which has no threads here.
         _INHERITED.append(old)
         ctx.pool = ServerPool(old.machines, old.num_servers, old.token, old.timeout,
-                              client_name=f"sampler-{os.getpid()}", role="sampler")
+                              client_name=f"sampler-{os.getpid()}", role="sampler",
+                              encrypt=old.encrypt)
         ctx.pool.connect()
     zctx = zmq.Context()
     tasks = zctx.socket(zmq.PULL)

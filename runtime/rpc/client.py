@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import zmq
+import zmq.utils.monitor as zmon
 
 from partitioner.version import __version__
 
@@ -23,6 +24,7 @@ from ..errors import DistError, HandshakeError, PeerTimeout, ProtocolError, from
 from .ip_config import Machine
 from .liveness import Liveness
 from .messages import ErrorReply, Hello, Message, Ping, PullPiece, decode, encode
+from .security import secure_client
 from .wire import PROTOCOL_VERSION
 
 
@@ -44,6 +46,7 @@ class ServerPool:
     def __init__(
         self, machines: list[Machine], num_servers: int, token: str, timeout: float,
         client_name: str = "client", keeps_server: bool = True, role: str = "client",
+        encrypt: bool = False,
     ) -> None:
         self.machines = machines
         self.num_servers = num_servers
@@ -52,8 +55,13 @@ class ServerPool:
         self.client_name = client_name
         self.keeps_server = keeps_server
         self.role = role
+        self.encrypt = encrypt
         self._ctx = zmq.Context.instance()
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
+        # Handshake outcomes per socket, read only when a send finds no connection.
+        self._monitors: dict[tuple[int, int], zmq.Socket] = {}
+        self._refused: dict[tuple[int, int], str] = {}
+        self._handshakes: set[tuple[int, int]] = set()  # keys whose handshake succeeded
         self._ids = itertools.count(1)
         self._rr = itertools.count()
         self.liveness = Liveness(timeout)
@@ -66,6 +74,13 @@ class ServerPool:
                 # reserves identities starting with a zero byte for its own.)
                 s.setsockopt(zmq.ROUTING_ID, b"c" + os.urandom(15))
                 self.liveness.configure(s)
+                secure_client(s, token, encrypt)
+                # Never block on a send: after a refused handshake ZeroMQ has no connection
+                # to queue on, and a blocked send would hang the trainer (see _send).
+                s.setsockopt(zmq.SNDTIMEO, 0)
+                self._monitors[(m.machine_id, k)] = s.get_monitor_socket(
+                    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
                 s.connect(m.server_addr(k))
                 self._socks[(m.machine_id, k)] = s
 
@@ -115,17 +130,59 @@ class ServerPool:
         where: dict[int, tuple[int, int]] = {}
         for i, r in enumerate(reqs):
             rid = next(self._ids)
-            self._socks[(r.machine_id, r.server_id)].send_multipart(encode(r.message, id=rid),
-                                                                     copy=False)
+            self._send((r.machine_id, r.server_id), encode(r.message, id=rid))
             pending[rid] = i
             where[rid] = (r.machine_id, r.server_id)
         return PendingReplies(self, reqs, pending, where,
                               self.timeout if timeout is None else timeout, max_wait)
 
+    def _send(self, key: tuple[int, int], frames: list) -> None:
+        """Send to server ``key``; a refused handshake or a full queue is an error that
+        says which, never a send that blocks."""
+        try:
+            self._socks[key].send_multipart(frames, copy=False)
+        except zmq.Again:
+            self._raise_if_refused(key)
+            raise PeerTimeout(f"{self.describe(*key)}: cannot send, no connection and its "
+                              "queue is full", hint="is the server running?") from None
+
+    def _raise_if_refused(self, key: tuple[int, int]) -> None:
+        """A HandshakeError naming the server if it refused our handshake."""
+        refused = self._refusal(key)
+        if refused:
+            raise HandshakeError(
+                f"{self.describe(*key)} refused the connection ({refused}): job token "
+                "mismatch, or the server belongs to another job",
+                hint="every process of a job must carry its DGLCTL_TOKEN "
+                     "(and the same 'encrypt' setting)") from None
+
+    def _refusal(self, key: tuple[int, int]) -> str | None:
+        """Why the server ``key`` refused our handshake, if it did."""
+        mon = self._monitors[key]
+        why = self._refused.get(key)
+        while mon.poll(0):
+            ev = zmon.recv_monitor_message(mon)
+            if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                why = f"authentication failed, status {ev['value']}"
+            elif ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                why = "ZeroMQ handshake failed (an unencrypted client of an encrypted job?)"
+            elif ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._handshakes.add(key)
+            elif ev["event"] == zmq.EVENT_DISCONNECTED and key not in self._handshakes:
+                # Closed before any handshake completed: an encrypted server that cannot
+                # read us (another token) drops the connection without a word.
+                why = why or "closed during the handshake"
+        if why:
+            self._refused[key] = why
+        return why
+
     def close(self) -> None:
-        for s in self._socks.values():
+        for key, s in self._socks.items():
+            s.disable_monitor()
+            self._monitors[key].close(0)
             s.close(0)
         self._socks.clear()
+        self._monitors.clear()
 
 
 class PendingReplies:
@@ -197,6 +254,7 @@ class PendingReplies:
             waiting = {where[rid] for rid in pending}
             for key in waiting:
                 if now - heard[key] > timeout:
+                    pool._raise_if_refused(key)
                     raise PeerTimeout(
                         f"{pool.describe(*key)} has been silent for {now - heard[key]:.1f}s "
                         f"(no reply, no answer to pings; the limit is {timeout:g}s)",
@@ -218,7 +276,7 @@ class PendingReplies:
                     # Long waits (a barrier) stay alive while the server answers pings.
                     rid = next(pool._ids)
                     pings.add(rid)
-                    pool._socks[key].send_multipart(encode(Ping(), id=rid))
+                    pool._send(key, encode(Ping(), id=rid))
                     pinged[key] = now
         if errors:
             # Raised as the first server's error class; the message names every server.

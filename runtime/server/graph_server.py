@@ -12,6 +12,7 @@ the job's shared memory of its machine. Never imports torch.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import signal
 import time
@@ -31,6 +32,7 @@ from ..errors import DistError, HandshakeError, ProtocolError
 from ..rpc import messages as msg
 from ..rpc.ip_config import read_ip_config
 from ..rpc.liveness import Liveness
+from ..rpc.security import Gate, secure_server
 from ..rpc.wire import PROTOCOL_VERSION
 from ..sampling import kernels
 from ..store.layout import load_into_shm
@@ -130,8 +132,10 @@ class GraphServer:
     def serve(self) -> None:
         """Bind, answer requests until shut down, then release everything."""
         ctx = zmq.Context.instance()
+        gate = Gate(ctx, self.env.token)  # before the bind: no connection before the gate
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
+        secure_server(sock, self.env.token, self.env.encrypt)
         # A client that reconnects (same identity) takes its old connection over at once.
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         liveness = Liveness(self.env.timeout)
@@ -140,6 +144,8 @@ class GraphServer:
         try:
             sock.bind(addr)
         except zmq.ZMQError as e:
+            sock.close(0)
+            gate.close()
             raise DistError(
                 f"server {self.env.server_id} of machine {self.env.machine_id} cannot listen on "
                 f"{addr}: {e}",
@@ -182,6 +188,7 @@ class GraphServer:
             sock.disable_monitor()
             monitor.close(0)
             sock.close(0)
+            gate.close()
             if self.is_main:
                 self.arena.cleanup()
 
@@ -229,9 +236,10 @@ class GraphServer:
                 f"protocol version mismatch: server speaks {PROTOCOL_VERSION} (runtime "
                 f"{__version__}), client {hello.version} (runtime {hello.runtime})",
                 hint="install the same dglctl version on every host")
-        if hello.token != self.env.token:
-            raise HandshakeError(
-                f"job token mismatch: this server belongs to job {self.env.job_id}")
+        # (Only a peer that passed the gate with the token gets here; compared again, in
+        # constant time, and a stranger is never told which job this is.)
+        if not hmac.compare_digest(hello.token.encode(), self.env.token.encode()):
+            raise HandshakeError("job token mismatch: this server belongs to another job")
         self.authenticated.add(ident)
         # Idle shutdown starts once the clients that hold the job have connected: every
         # trainer of the job (one that finished before another had connected would otherwise

@@ -75,12 +75,13 @@ class Cluster:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     procs: list[subprocess.Popen] = field(default_factory=list)
     timeout: float = PEER_TIMEOUT
+    encrypt: bool = False
 
     def env(self, role: str, machine_id: int, num_trainers: int = 1, **extra) -> dict[str, str]:
         e = RuntimeEnv(role=role, job_id=self.job_id, token=self.token, machine_id=machine_id,
                        ip_config=str(self.ip_config), part_config=str(self.part_config),
                        num_servers=self.num_servers, num_trainers=num_trainers,
-                       timeout=self.timeout, **extra)
+                       timeout=self.timeout, encrypt=self.encrypt, **extra)
         env = dict(os.environ)
         env.update(e.to_environ())
         env["PYTHONPATH"] = str(REPO)
@@ -101,7 +102,8 @@ class Cluster:
         from runtime.rpc.ip_config import read_ip_config
 
         pool = ServerPool(read_ip_config(self.ip_config), self.num_servers, self.token,
-                          self.timeout, client_name="probe", keeps_server=False)
+                          self.timeout, client_name="probe", keeps_server=False,
+                          encrypt=self.encrypt)
         deadline = time.monotonic() + timeout
         try:
             while True:
@@ -142,14 +144,14 @@ def two_part_graph(tmp_path_factory):
 
 @contextlib.contextmanager
 def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
-                    timeout: float = PEER_TIMEOUT) -> Iterator[Cluster]:
+                    timeout: float = PEER_TIMEOUT, encrypt: bool = False) -> Iterator[Cluster]:
     """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2 (the job's peer ``timeout``),
     all answering when it yields; stopped and checked after."""
     ips = ["127.0.0.1", "127.0.0.2"]
     base = free_port_range(ips, num_servers)
     ip_config = tmp_path / "ip_config.txt"
     write_ip_config(ip_config, [(ip, base) for ip in ips])
-    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout)
+    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout, encrypt=encrypt)
     c.start_servers()
     from runtime.store.shm import ShmArena
 
