@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,91 @@ _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "wo
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout"}
 
 
+# What each kind of value may be. A host's name is a folder name (its workspace on a local
+# cluster, its logs), so it is a safe file name; an address or user goes on ssh/scp command
+# lines, so it never starts with "-"; no value anywhere holds a control character (NUL, newline,
+# ESC...): each is joined into paths, command lines and terminal output.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,255}")
+_ADDRESS = re.compile(r"[A-Za-z0-9._:%][A-Za-z0-9._:%-]{0,252}")
+_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9._@-]{0,255}")
+_COMMAND = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9._+-]{0,255}")
+
+
+def _bad(path: str, where: str, value: Any, why: str, hint: str | None = None) -> ConfigError:
+    return ConfigError(f"{path}: {where} {why}, got {value!r}", hint=hint)
+
+
+def _check_text(path: str, where: str, value: Any) -> None:
+    """Refuse a control character in any key or string value, at any depth."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(path, f"{where}.{k}" if where else str(k), k)
+            _check_text(path, f"{where}.{k}" if where else str(k), v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_text(path, f"{where}[{i}]", v)
+    elif isinstance(value, str) and _CONTROL.search(value):
+        raise _bad(path, where, value, "holds a control character (NUL, newline, ESC, ...)")
+
+
+def _matches(path: str, where: str, value: Any, pattern: re.Pattern[str], what: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value) or value in (".", ".."):
+        raise _bad(path, where, value, f"must be {what}")
+    return value
+
+
+def _name(path: str, where: str, value: str) -> str:
+    if not _NAME.fullmatch(value) or value in (".", ".."):
+        raise _bad(path, where, value, "must be a folder name of [A-Za-z0-9._-] (not '.' or "
+                   "'..'): it names the host's folders", hint="set 'name:' for the host")
+    return value
+
+
+def _workspace(path: str, where: str, value: Any) -> str:
+    value = str(value)
+    if not (value.startswith("/") or value.startswith("~")):
+        raise _bad(path, where, value, "must be an absolute path or start with '~' (a relative "
+                   "one would depend on where each command starts)")
+    return value
+
+
+def _python(path: str, where: str, value: Any) -> str:
+    value = str(value)
+    if value.startswith("/") or value == "~" or value.startswith("~/"):
+        return value  # a path; "~/..." is expanded by the host's shell (remote_line)
+    return _matches(path, where, value, _COMMAND, "an absolute path, '~/...' or a command name "
+                    "found on PATH (e.g. python3)")
+
+
+def _local_path(path: str, where: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _bad(path, where, value, "must be a path")
+    return value
+
+
+def _is_loopback(ip: str) -> bool:
+    """Whether ``ip`` is this machine to whoever connects to it (0.0.0.0 and ::ffff:127.x too)."""
+    a = ipaddress.ip_address(ip)
+    mapped = getattr(a, "ipv4_mapped", None)
+    return a.is_loopback or a.is_unspecified or (mapped is not None and mapped.is_loopback)
+
+
+def check_loopback(path: str, hosts: tuple[Host, ...] | list[Host]) -> None:
+    """Refuse loopback data addresses mixed with real ones: on a cluster of several machines a
+    loopback address makes a host talk to itself. Only-loopback is the local cluster."""
+    local = [(i, h) for i, h in enumerate(hosts) if _is_loopback(h.data_address)]
+    remote = [(i, h) for i, h in enumerate(hosts) if not _is_loopback(h.data_address)]
+    if local and remote:
+        (i, a), (j, b) = local[0], remote[0]
+        raise ConfigError(
+            f"{path}: hosts[{i}] {a.name!r} has the loopback data address {a.data_address} but "
+            f"hosts[{j}] {b.name!r} has {b.data_address}: the other hosts would reach "
+            f"{a.name!r} at their own loopback",
+            hint=f"set data_address of {a.name!r} to its IP on the data network (or use only "
+                 "loopback addresses, for a cluster on this machine)")
+
+
 def _unknown(path: str, where: str, key: str, allowed: set[str]) -> ConfigError:
     near = difflib.get_close_matches(key, sorted(allowed), n=1)
     hint = f"did you mean {near[0]!r}?" if near else f"allowed keys: {', '.join(sorted(allowed))}"
@@ -110,9 +196,15 @@ def _typed(path: str, where: str, value: Any, kind: type, *, minimum: float | No
 
 
 def _address(path: str, where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{path}: {where} must be a host name or IP address, got {value!r}")
-    return value
+    return _matches(path, where, value, _ADDRESS, "a host name or IP address (of "
+                    "[A-Za-z0-9._:%-], not starting with '-')")
+
+
+def _user(path: str, where: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    return _matches(path, where, value, _USER, "a user name (of [A-Za-z0-9._@-], not starting "
+                    "with '-')")
 
 
 def _resolve(address: str) -> str:
@@ -156,6 +248,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     """Validate already-parsed YAML data."""
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level (with a 'hosts' list)")
+    _check_text(path, "", data)
     _check_keys(path, "", data, _TOP)
     transport = data.get("transport", "ssh")
     if transport not in TRANSPORTS:
@@ -166,17 +259,18 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         raise ConfigError(f"{path}: ssh must be a mapping")
     _check_keys(path, "ssh.", ssh_data, _SSH)
     ssh = SSHSettings(
-        user=ssh_data.get("user"),
+        user=_user(path, "ssh.user", ssh_data.get("user")),
         port=_typed(path, "ssh.port", ssh_data.get("port", 22), int, minimum=1),
-        key=ssh_data.get("key"),
-        known_hosts=ssh_data.get("known_hosts", "~/.ssh/known_hosts"),
+        key=_local_path(path, "ssh.key", ssh_data.get("key")),
+        known_hosts=_local_path(path, "ssh.known_hosts",
+                                ssh_data.get("known_hosts", "~/.ssh/known_hosts")),
         strict_host_keys=_typed(path, "ssh.strict_host_keys",
                                 ssh_data.get("strict_host_keys", True), bool),
         connect_timeout=_typed(path, "ssh.connect_timeout",
                                ssh_data.get("connect_timeout", 10.0), float, minimum=0.1),
     )
-    python = data.get("python", "python3")
-    workspace = data.get("workspace", "~/dglctl-workspace")
+    python = _python(path, "python", data.get("python", "python3"))
+    workspace = _workspace(path, "workspace", data.get("workspace", "~/dglctl-workspace"))
     hosts_data = data.get("hosts")
     if not isinstance(hosts_data, list) or not hosts_data:
         raise ConfigError(f"{path}: 'hosts' must be a non-empty list",
@@ -201,19 +295,21 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
                 f"{path}: {where}: {data_address!r} does not resolve to an IP address (servers "
                 "bind to the data address and ip_config.txt lists it)",
                 hint="set data_address to the host's IP on the data network") from None
-        name = str(h.get("name", address))
+        name = _name(path, f"{where}.name", str(h.get("name", address)))
         if name in seen:
             raise ConfigError(f"{path}: {where} repeats host {name!r} (also hosts[{seen[name]}])")
         seen[name] = i
         host_ssh = replace(
             ssh,
-            user=h.get("user", ssh.user),
+            user=_user(path, f"{where}.user", h.get("user", ssh.user)),
             port=_typed(path, f"{where}.port", h.get("port", ssh.port), int, minimum=1),
-            key=h.get("key", ssh.key),
+            key=_local_path(path, f"{where}.key", h.get("key", ssh.key)),
         )
         hosts.append(Host(address=address, name=name, data_address=data_address, ssh=host_ssh,
-                          python=str(h.get("python", python)),
-                          workspace=str(h.get("workspace", workspace))))
+                          python=_python(path, f"{where}.python", h.get("python", python)),
+                          workspace=_workspace(path, f"{where}.workspace",
+                                               h.get("workspace", workspace))))
+    check_loopback(path, hosts)
     env = data.get("env", {}) or {}
     if not isinstance(env, dict):
         raise ConfigError(f"{path}: env must be a mapping of NAME: value")
@@ -258,6 +354,7 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
     template = base.hosts[0]
     hosts = tuple(replace(template, address=m.ip, name=f"m{m.machine_id}", data_address=m.ip)
                   for m in machines)
+    check_loopback(str(path), hosts)
     return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path,
                    ip_config=str(path))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+EXIT_FAILURE = 1  # the machine failed the run (e.g. the disk is full): fix it and run again
 EXIT_USAGE = 2  # bad input or options: the user can fix them
 EXIT_INTEGRITY = 3  # a file does not match its recorded checksum or size
 
@@ -64,6 +65,24 @@ class OutEdgesMissing(PartitionFormatError):
 
 class OutputExistsError(PartitionerError):
     """The output already exists and --overwrite was not given."""
+
+
+class OutputWriteError(PartitionerError):
+    """The output could not be written: the disk is full or a quota is exceeded.
+
+    Names the output path and, in ``needed``, the bytes it needed at least (``None`` when
+    unknown). Whoever raises it has removed the partial output already.
+    """
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, path: str | None = None,
+        needed: int | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.path = path
+        self.needed = needed
 
 
 class BackendUnavailable(PartitionerError):

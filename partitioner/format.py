@@ -3,12 +3,15 @@
 A partition folder holds ``NAME.json`` and, per part, a ``partN/`` folder of ``.npy`` files that a
 server can memory-map. Every file's size and xxh3-128 checksum is recorded in the JSON under
 ``files``; a folder is written under a temporary name and renamed into place only when complete,
-so a folder with a config either is whole or does not exist.
+so a folder with a config either is whole or does not exist. A run that dies leaves only its
+``.NAME.tmp-PID`` folder, which the next run into the same parent removes
+(:func:`remove_stale_temps`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -20,11 +23,14 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from .errors import ChecksumError, OutputExistsError, PartitionFormatError
+from .errors import ChecksumError, OutputExistsError, OutputWriteError, PartitionFormatError
+from .paths import FILES_KEY, check_config_paths, check_part_path
 
 FORMAT_VERSION = 1
 CHECKSUM_ALGO = "xxh3_128"
 _HASH_CHUNK = 64 << 20
+# OSError numbers meaning "the file system has no room for the output".
+_NO_SPACE = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded"}
 
 # Keys DGL's own tools read; we write all of them and never change their meaning.
 DGL_KEYS = (
@@ -52,11 +58,15 @@ class ShardWriter:
     The checksum is computed from the bytes as they are written (header, then the array's
     buffer), so no file is read back. With ``background=True`` writes run on a worker thread
     (the caller must not modify an array after handing it over); ``wait()`` joins them and
-    re-raises the first failure.
+    re-raises the first failure. A full disk or quota raises OutputWriteError naming
+    ``output`` (the path ``root`` becomes once complete; ``root`` itself by default).
     """
 
-    def __init__(self, root: Path, *, background: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, background: bool = False, output: Path | None = None
+    ) -> None:
         self.root = Path(root)
+        self.output = Path(output) if output is not None else self.root
         self.files: dict[str, dict[str, Any]] = {}
         self._background = background
         self._pending: list[Any] = []
@@ -82,17 +92,59 @@ class ShardWriter:
     def _write(self, relpath: str, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array)
         path = self.root / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
         digest = xxhash.xxh3_128()
-        with open(path, "wb") as f:
-            header = _npy_header(array)
-            f.write(header)
-            digest.update(header)
-            if array.size:
-                buf = memoryview(array.reshape(-1).view(np.uint8))
-                f.write(buf)
-                digest.update(buf)
+        header = _npy_header(array)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(header)
+                digest.update(header)
+                if array.size:
+                    buf = memoryview(array.reshape(-1).view(np.uint8))
+                    f.write(buf)
+                    digest.update(buf)
+        except OSError as exc:
+            # The bytes of the files already written plus this one: what the output needs at
+            # least (list(): other threads add files meanwhile).
+            done = sum(meta["size"] for meta in list(self.files.values()))
+            error = out_of_space_error(exc, self.output, file=relpath,
+                                       needed=done + len(header) + array.nbytes)
+            if error is None:
+                raise
+            raise error from exc
         self.files[relpath] = {"size": path.stat().st_size, CHECKSUM_ALGO: digest.hexdigest()}
+
+
+def _size(nbytes: int) -> str:
+    """``nbytes`` for people: bytes below 1 KiB, else KiB, MiB or GiB with one decimal."""
+    if nbytes < 1024:
+        return f"{nbytes} bytes"
+    exp = min(3, (nbytes.bit_length() - 1) // 10)
+    return f"{nbytes / 1024**exp:.1f} {('KiB', 'MiB', 'GiB')[exp - 1]}"
+
+
+def out_of_space_error(
+    exc: OSError, output: Path, *, file: str | None = None, needed: int | None = None
+) -> OutputWriteError | None:
+    """The OutputWriteError for ``exc`` if it is a full disk or quota (ENOSPC, EDQUOT) met
+    while writing ``output`` (``file`` inside it, when known), else None.
+
+    ``needed`` is what the output needs at least, in bytes, when known. The caller removes the
+    partial output; the message says so.
+    """
+    what = _NO_SPACE.get(exc.errno or 0)
+    if what is None:
+        return None
+    message = f"{output}: {what} (errno {errno.errorcode[exc.errno]}) writing {file or 'it'}"
+    if needed:
+        message += f"; the output needs at least {_size(needed)}"
+    return OutputWriteError(
+        message + "; the partial output was removed",
+        hint=f"free {'at least ' + _size(needed) if needed else 'space'} on the file system of "
+             f"{output.parent} (see `df -h {output.parent}`), or write to another folder",
+        path=str(output),
+        needed=needed,
+    )
 
 
 def _npy_header(array: np.ndarray) -> bytes:
@@ -142,27 +194,88 @@ def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
 
     Refuses to replace an existing non-empty ``out`` unless ``overwrite``; even then only a
     folder that holds a partition config is replaced, so a mistyped path loses nothing.
-    On any exception the temporary folder is removed and ``out`` is untouched.
+    On any exception (a signal the caller turned into one included) the temporary folder is
+    removed and ``out`` is untouched; a full disk or quota becomes OutputWriteError. The
+    temporary folders of dead runs into the same ``out`` go first (:func:`remove_stale_temps`).
     """
     out = Path(out)
     check_output_dir(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
     try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
         yield tmp
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        error = out_of_space_error(exc, out) if isinstance(exc, OSError) else None
+        if error is not None:
+            raise error from exc
         raise
+    _commit(tmp, out)
+
+
+def _commit(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``, moving an existing ``out`` aside first. If that is cut short
+    (a signal between the two renames), ``out`` is put back and ``tmp`` removed."""
     old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(tmp, out)
+    try:
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+    except BaseException:
+        if old is not None and not out.exists():
+            os.replace(old, out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)  # only there if the new ``out`` is in place
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_stale_temps(target: Path) -> list[Path]:
+    """Remove the temporary folders dead runs left beside ``target``; return them.
+
+    Those are ``.NAME.tmp-PID`` (and ``.NAME.tmp-PID-*``) folders in ``target``'s parent whose
+    process PID no longer exists. A live PID's folder is never touched, this process's own
+    neither. PIDs are this host's: a folder shared between hosts should get one writer at a time.
+    """
+    target = Path(target)
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-(\d+)(?:-.*)?")
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        found = pattern.fullmatch(entry.name)
+        if found is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        pid = int(found.group(1))
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (any owner; a zombie counts). A number
+    that is no process id (0, or past the OS's range) counts as alive: no run of ours wrote
+    that folder, so it is left alone."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _looks_like_partition_folder(folder: Path) -> bool:
@@ -203,7 +316,9 @@ def find_config(path: str | os.PathLike[str]) -> Path:
 
 
 def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load and check a part config; raises PartitionFormatError naming the file and key."""
+    """Load and check a part config; raises PartitionFormatError naming the file and key.
+
+    Every path it names must stay inside its folder (:func:`check_config_paths`)."""
     p = find_config(path)
     try:
         with open(p) as f:
@@ -228,9 +343,13 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{p}: format_version {version} is newer than this dglctl understands ({FORMAT_VERSION})",
             hint="upgrade dglctl on this host",
         )
-    for i in range(config["num_parts"]):
+    num_parts = config["num_parts"]
+    if not isinstance(num_parts, int) or isinstance(num_parts, bool) or num_parts < 1:
+        raise PartitionFormatError(f"{p}: num_parts = {num_parts!r}: expected an integer >= 1")
+    for i in range(num_parts):
         if f"part-{i}" not in config:
             raise PartitionFormatError(f"{p}: missing key 'part-{i}'")
+    check_config_paths(config, str(p), p.parent)
     config["_path"] = str(p)
     config["_dir"] = str(p.parent)
     return config
@@ -244,13 +363,14 @@ def verify_files(
     Returns the list of problems, each naming the file; empty when everything matches.
     """
     root = Path(config["_dir"])
+    where, real_root = str(config.get("_path", root)), os.path.realpath(root)
     problems = []
     for rel, meta in config.get("files", {}).items():
+        path = check_part_path(root, rel, where, FILES_KEY, real_root)
         if parts is not None:
             m = re.match(r"part(\d+)/", rel)
             if m and int(m.group(1)) not in parts:
                 continue
-        path = root / rel
         if not path.exists():
             problems.append(f"{path}: missing")
             continue
@@ -279,9 +399,14 @@ def check_files(config: dict[str, Any], parts: list[int] | None = None) -> None:
         raise checksum_error(config, problems)
 
 
-def load_array(config: dict[str, Any], relpath: str, *, mmap: bool = True) -> np.ndarray:
-    """Open a shard listed in the config, memory-mapped read-only by default."""
-    path = Path(config["_dir"]) / relpath
+def load_array(config: dict[str, Any], relpath: str, *, mmap: bool = True,
+               key: str = "a path") -> np.ndarray:
+    """Open a shard listed in the config, memory-mapped read-only by default.
+
+    ``relpath`` must stay inside the partition folder (:func:`check_part_path`; ``key`` is how
+    an error names where the config holds it)."""
+    root = Path(config["_dir"])
+    path = check_part_path(root, relpath, str(config.get("_path", root)), key)
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except FileNotFoundError:

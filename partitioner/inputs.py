@@ -1,5 +1,6 @@
 """In-memory graphs the partitioner takes besides :class:`Graph`: scipy sparse matrices,
-``(src, dst)`` arrays, PyG ``Data`` / ``HeteroData``.
+``(src, dst)`` arrays, PyG ``Data`` / ``HeteroData``; and what every edge-list input shares:
+the node count (largest id + 1, refused when far sparser than the edges) and ``.npy`` node data.
 
 No import of scipy, torch or torch_geometric happens here: objects are recognised by their
 attributes (a PyG object by ``edge_index`` / ``node_types``), so a process that never builds
@@ -8,6 +9,7 @@ one never loads those packages.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,45 @@ from .errors import PartitionInputError
 from .graph import Graph
 
 _PYG_SKIP = {"edge_index", "num_nodes", "adj_t", "ptr", "batch"}
+
+# A node count taken as largest id + 1 is refused (id_space_too_sparse) when it exceeds this
+# many times the distinct endpoints the edges can have (two per edge) ...
+SPARSE_ID_FACTOR = 8
+# ... and partitioning would allocate more than this for it, at _BYTES_PER_NODE per node: the
+# part of each node, the random permutation, the new-of-old and old-of-new id maps (int64).
+SPARSE_ID_BYTES = 1 << 30
+_BYTES_PER_NODE = 32
+
+
+def id_space_too_sparse(num_nodes: int, num_edges: int) -> bool:
+    """Whether ``num_nodes``, taken as largest id + 1, is too sparse to partition as is.
+
+    The rule: refused when ``num_nodes > SPARSE_ID_FACTOR * 2 * num_edges`` (8 node slots per
+    endpoint, so at most one in 8 ids can be used) *and* ``num_nodes * 32`` bytes exceed
+    ``SPARSE_ID_BYTES`` (1 GiB, about 33.5M nodes): sparse ids on a small graph cost little
+    and stay allowed. Only for an inferred count: one the user gives is taken as meant.
+    """
+    return (num_nodes > SPARSE_ID_FACTOR * 2 * num_edges
+            and num_nodes * _BYTES_PER_NODE > SPARSE_ID_BYTES)
+
+
+def sparse_ids_error(
+    max_id: int, num_edges: int, *, path: str, line: int | None = None, where: str = ""
+) -> PartitionInputError:
+    """The error for a largest node id that :func:`id_space_too_sparse` refuses; ``where``
+    (e.g. ``" in edge line '0 3000000000'"``) follows the id in the message."""
+    n = max_id + 1
+    return PartitionInputError(
+        f"largest node id {max_id}{where} makes {n:,} nodes for {num_edges:,} edge(s) with at "
+        f"most {2 * num_edges:,} distinct endpoints: partitioning would allocate about "
+        f"{n * _BYTES_PER_NODE / 2**30:.1f} GiB for ids no edge uses (refused above "
+        f"{SPARSE_ID_FACTOR} ids per endpoint and {SPARSE_ID_BYTES >> 30} GiB)",
+        path=path,
+        line=line,
+        hint="node ids must be compact, 0..N-1: relabel them (e.g. numpy.unique(ids, "
+             "return_inverse=True)); if the graph really has that many nodes, pass num_nodes "
+             "(dglctl partition --num-nodes) to say so",
+    )
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -39,7 +80,8 @@ def as_graph(
 
     Accepted: a ``Graph`` (returned as is); a square scipy sparse matrix (entry ``(i, j)`` is
     the edge ``i -> j``, as ``dgl.from_scipy``); a ``(src, dst)`` pair of numpy arrays or torch
-    tensors (``num_nodes`` defaults to the largest id + 1, as ``dgl.graph``); a PyG ``Data``
+    tensors (``num_nodes`` defaults to the largest id + 1, as ``dgl.graph``, refused when far
+    beyond what the edges can use: :func:`id_space_too_sparse`); a PyG ``Data``
     (``edge_index``, node-level attributes such as ``x``, ``y``, ``train_mask`` become node
     data under the same names, edge-level ones such as ``edge_attr`` edge data) or
     ``HeteroData`` (one node type per node store, one canonical edge type per edge store).
@@ -62,6 +104,8 @@ def as_graph(
     elif isinstance(obj, tuple | list) and len(obj) == 2:
         src, dst = to_numpy(obj[0]).reshape(-1), to_numpy(obj[1]).reshape(-1)
         n = int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
+        if num_nodes is None and id_space_too_sparse(n, len(src)):
+            raise sparse_ids_error(n - 1, len(src), path="<(src, dst) arrays>")
         nd, ed = {}, {}
     else:
         raise PartitionInputError(
@@ -127,3 +171,52 @@ def _is_edge_attr(data: Any, key: str, value: Any, n: int, m: int) -> bool:
     # Without PyG's own answer: edge-sized and named like an edge attribute, or not node-sized.
     return value.shape[0] == m and (key.startswith("edge_") or value.shape[0] != n)
 
+
+def load_node_data(node_data: dict[str, str] | None) -> dict[str, np.ndarray]:
+    """Load ``name -> .npy path`` feature files; errors name the .npy file."""
+    loaded: dict[str, np.ndarray] = {}
+    for name, npy in (node_data or {}).items():
+        npy = os.fspath(npy)
+        if not os.path.exists(npy):
+            raise PartitionInputError(f"node feature {name!r}: no such file", path=npy)
+        try:
+            arr = np.load(npy, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise PartitionInputError(
+                f"node feature {name!r}: not a readable .npy array ({exc})", path=npy
+            ) from exc
+        if not isinstance(arr, np.ndarray) or arr.ndim == 0:
+            raise PartitionInputError(
+                f"node feature {name!r}: expected an array with one row per node", path=npy
+            )
+        loaded[name] = arr
+    return loaded
+
+
+def resolve_num_nodes(
+    num_nodes: int | None,
+    src: np.ndarray,
+    dst: np.ndarray,
+    features: dict[str, np.ndarray],
+    feature_paths: dict[str, str] | None,
+    path: str,
+) -> int:
+    """Node count: given, else max id + 1, or the feature row count when that is larger.
+
+    Features decide when they agree, since trailing nodes without edges appear in no edge.
+    """
+    max_id = int(max(src.max(initial=-1), dst.max(initial=-1)))
+    if num_nodes is None:
+        rows = {arr.shape[0] for arr in features.values()}
+        n = max(max_id + 1, rows.pop()) if len(rows) == 1 else max_id + 1
+    else:
+        n = int(num_nodes)
+    for name, arr in features.items():
+        if arr.shape[0] != n:
+            src_file = (feature_paths or {}).get(name, path)
+            raise PartitionInputError(
+                f"node feature {name!r} has {arr.shape[0]} rows but the graph has {n} nodes",
+                path=os.fspath(src_file),
+                hint="give one row per node, in node id order",
+            )
+    return n

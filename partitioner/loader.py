@@ -37,6 +37,11 @@ class Partition:
         self.entry = config[f"part-{part_id}"]
         self.book = RangePartitionBook(config, part_id)
 
+    def _load(self, rel: str, *keys: str) -> np.ndarray:
+        """The array at ``rel``, which the part entry holds under ``keys`` (named in errors)."""
+        key = "".join(f"[{k!r}]" for k in (f"part-{self.part_id}", *keys))
+        return load_array(self.config, rel, key=key)
+
     @property
     def owned_range(self) -> tuple[int, int]:
         """``[start, end)`` of the homogeneous ids this part owns."""
@@ -52,7 +57,7 @@ class Partition:
     def halo_nids(self) -> np.ndarray:
         """Homogeneous ids of the halo nodes, hop 1 first then hop 2, each sorted."""
         rel = self.entry.get("halo_nids")
-        return load_array(self.config, rel) if rel else np.empty(0, np.int64)
+        return self._load(rel, "halo_nids") if rel else np.empty(0, np.int64)
 
     @cached_property
     def local_nids(self) -> np.ndarray:
@@ -75,7 +80,8 @@ class Partition:
     def csc(self, etype: str) -> tuple[np.ndarray, np.ndarray]:
         """(indptr, global source ids) of inner edges of canonical type ``"src:etype:dst"``."""
         files = self.entry["csc"][etype]
-        return load_array(self.config, files["indptr"]), load_array(self.config, files["indices"])
+        return (self._load(files["indptr"], "csc", etype, "indptr"),
+                self._load(files["indices"], "csc", etype, "indices"))
 
     @property
     def has_out_edges(self) -> bool:
@@ -88,7 +94,7 @@ class Partition:
         owned nodes of the source type in per-type id order."""
         check_out_edges(self.config)
         files = self.entry["csr"][etype]
-        return tuple(load_array(self.config, files[k])  # type: ignore[return-value]
+        return tuple(self._load(files[k], "csr", etype, k)  # type: ignore[return-value]
                      for k in ("indptr", "indices", "eids"))
 
     def out_degrees(self, etype: str) -> np.ndarray:
@@ -116,7 +122,8 @@ class Partition:
         if not files:
             empty = np.empty(0, np.int64)
             return empty, empty, empty
-        return tuple(load_array(self.config, files[k]) for k in ("src", "dst", "eids"))  # type: ignore[return-value]
+        return tuple(self._load(files[k], "halo_edges", k)  # type: ignore[return-value]
+                     for k in ("src", "dst", "eids"))
 
     def local_graph(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """DGL's view: ``(src, dst)`` as local node indices, global eids and inner-edge flags.
@@ -154,12 +161,13 @@ class Partition:
 
     def node_feats(self) -> dict[str, np.ndarray]:
         """Owned-node features keyed ``"ntype/name"``, rows in per-type local order."""
-        return {k: load_array(self.config, v) for k, v in self.entry["node_feat_files"].items()}
+        files = self.entry["node_feat_files"]
+        return {k: self._load(v, "node_feat_files", k) for k, v in files.items()}
 
     def edge_feats(self) -> dict[str, np.ndarray]:
         """Inner-edge features keyed ``"src:etype:dst/name"``, rows in edge id order."""
         files = self.entry.get("edge_feat_files", {})
-        return {k: load_array(self.config, v) for k, v in files.items()}
+        return {k: self._load(v, "edge_feat_files", k) for k, v in files.items()}
 
 
 def check_out_edges(config: dict[str, Any]) -> None:
@@ -207,6 +215,7 @@ def load_partition_book(
 def load_orig_ids(config: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict, dict]:
     """``(orig_nids, orig_eids)``: per type, the input id of each relabeled per-type id."""
     cfg = config if isinstance(config, dict) else read_config(config)
-    nids = {t: load_array(cfg, p) for t, p in cfg["orig_nids"].items()}
-    eids = {parse_etype_key(k): load_array(cfg, p) for k, p in cfg["orig_eids"].items()}
+    nids = {t: load_array(cfg, p, key=f"['orig_nids'][{t!r}]") for t, p in cfg["orig_nids"].items()}
+    eids = {parse_etype_key(k): load_array(cfg, p, key=f"['orig_eids'][{k!r}]")
+            for k, p in cfg["orig_eids"].items()}
     return nids, eids

@@ -18,8 +18,9 @@ from .errors import PartitionOptionError
 from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
 from .graph import Graph, etype_key
 from .inputs import as_graph
-from .methods import METHODS, assign_parts
+from .methods import INT32_MAX, METHODS, assign_parts
 from .parallel import prefault, release_free_memory, retained_heap, submit, submit_after
+from .paths import name_problem
 from .relabel import OutPartsJob, presort_edges, presort_out_edges, relabel_nodes, sort_edges
 from .report import quality_report
 from .shards import write_out_part, write_part
@@ -274,7 +275,7 @@ def _partition(
             # The shards about to be written need page cache: give the kernel back the heap's
             # free (already faulted-in) memory to take it from.
             release_free_memory()
-            writer = ShardWriter(tmp, background=True)
+            writer = ShardWriter(tmp, background=True, output=out)
             config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
                                   edge_ranges)
             part_stats = []
@@ -326,9 +327,10 @@ def _check_options(
     graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int, objtype: str,
     imbalance: float, trainers_per_machine: int,
 ) -> None:
-    if not graph_name or not all(c.isalnum() or c in "-_." for c in graph_name):
+    why = name_problem(graph_name)  # the rule read_config applies: a name it can read back
+    if why:
         raise PartitionOptionError(
-            f"graph name {graph_name!r} must be non-empty letters, digits, '-', '_' or '.'",
+            f"graph name {graph_name!r}: {why}",
             hint="it names the JSON file and the shared memory of the job",
         )
     if num_parts < 1:
@@ -340,6 +342,12 @@ def _check_options(
         )
     if method not in METHODS:
         raise PartitionOptionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if method != "random" and graph.total_nodes > INT32_MAX:
+        # Before the symmetrize and the presort allocate anything for that many nodes.
+        raise PartitionOptionError(
+            f"{graph.total_nodes:,} nodes do not fit the 32-bit node ids of {method} (at most "
+            f"{INT32_MAX:,})", hint="use --method random (it has no such limit), or partition "
+                                   "a smaller graph")
     if halo_hops not in (0, 1, 2):
         raise PartitionOptionError(f"--halo-hops must be 0, 1 or 2, got {halo_hops}")
     if objtype not in ("cut", "vol"):

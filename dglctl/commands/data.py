@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import _thread
+import concurrent.futures._base as futures_base
+import concurrent.futures.thread as futures_thread
+import contextlib
+import os
+import queue
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import click
 
 from ..display import PhaseProgress
-from ..errors import ConfigError
+from ..errors import EXIT_SIGNAL_BASE, ConfigError, Interrupted
+
+# The signals that stop a partition run cleanly: Ctrl-C, kill / a scheduler, a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Code an exception must not land in: thread pool and lock bookkeeping (a worker thread started
+# but never registered keeps the process from exiting), context managers' own exits.
+_PROTECTED = tuple(m.__file__ for m in (threading, queue, contextlib, futures_base, futures_thread))
 
 
 def _parse_node_data(values: tuple[str, ...]) -> dict[str, str]:
@@ -123,36 +139,139 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name,
     the JSON keeps DGL's schema and adds checksums, a feature schema and a quality report.
     The folder is written under a temporary name and appears only when complete.
     """
-    from partitioner.format import check_output_dir
-    from partitioner.pipeline import partition_graph
-    from partitioner.readers import read_graph
-    from partitioner.report import format_report
-
     display = app.display(json_mode)
-    check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
-    progress = PhaseProgress(display, total=5 if method != "random" else 4)
-    progress.phase_start("read", str(input_path))
-    t0 = time.perf_counter()
-    graph = read_graph(
-        input_path,
-        fmt=None if fmt == "auto" else fmt,
-        delimiter=delimiter,
-        node_data=_parse_node_data(node_data) or None,
-        num_nodes=num_nodes,
-    )
-    read_seconds = time.perf_counter() - t0
-    progress.phase_end("read", read_seconds)
-    name = graph_name or _default_graph_name(input_path)
-    config = partition_graph(
-        graph, name, num_parts, out, method=method, halo_hops=halo_hops,
-        balance_train=balance_train, balance_ntypes=balance_ntypes, balance_edges=balance_edges,
-        objtype=objtype, imbalance=imbalance, seed=seed,
-        trainers_per_machine=trainers_per_machine, out_edges=out_edges, overwrite=overwrite,
-        reporter=progress,
-    )
+    # Entered before partitioner (and numpy) is imported: the threads they start must inherit
+    # the blocked signals (see stopped_by_signals).
+    with stopped_by_signals(out):
+        from partitioner.format import check_output_dir
+        from partitioner.pipeline import partition_graph
+        from partitioner.readers import read_graph
+        from partitioner.report import format_report
+
+        check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
+        progress = PhaseProgress(display, total=5 if method != "random" else 4)
+        progress.phase_start("read", str(input_path))
+        t0 = time.perf_counter()
+        graph = read_graph(
+            input_path,
+            fmt=None if fmt == "auto" else fmt,
+            delimiter=delimiter,
+            node_data=_parse_node_data(node_data) or None,
+            num_nodes=num_nodes,
+        )
+        read_seconds = time.perf_counter() - t0
+        progress.phase_end("read", read_seconds)
+        name = graph_name or _default_graph_name(input_path)
+        config = partition_graph(
+            graph, name, num_parts, out, method=method, halo_hops=halo_hops,
+            balance_train=balance_train, balance_ntypes=balance_ntypes,
+            balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
+            trainers_per_machine=trainers_per_machine, out_edges=out_edges, overwrite=overwrite,
+            reporter=progress,
+        )
     display.result(format_report(config))
     display.result(f"\nwrote {config['_path']}")
     display.json({k: v for k, v in config.items() if k != "files"} | {"read_seconds": read_seconds})
+
+
+class _SignalStop:
+    """The state of one :func:`stopped_by_signals` block."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.fired = False
+        self.done = threading.Event()  # the block has ended
+        self.late: int | None = None  # a signal that came as it ended
+        self.deferred: int | None = None  # a signal to raise once out of protected code
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        """In the main thread: the first signal raises Interrupted, unless ``frame`` is in
+        protected code (the watcher then tries again shortly); a later one (the cleanup is
+        stuck) ends the process at once. Once the block has ended (the output is complete)
+        the signal is kept for the old handler instead."""
+        if self.done.is_set():
+            self.late = signum
+            return
+        if self.fired:
+            os._exit(EXIT_SIGNAL_BASE + signum)
+        if _in_protected_code(frame):
+            self.deferred = signum
+            return
+        self.deferred = None
+        self.fired = True
+        raise Interrupted(
+            f"partition stopped by {signal.Signals(signum).name}; nothing was written to "
+            f"{self.out}",
+            hint="run the command again: an interrupted run leaves no partial output",
+            signum=signum,
+        )
+
+    def watch(self) -> None:
+        """Take the blocked signals off the process and run :meth:`handler` in the main
+        thread for the first (at its next Python instruction: after a C call returns)."""
+        seen = 0
+        while not self.done.is_set():
+            info = signal.sigtimedwait(STOP_SIGNALS, 0.1 if self.deferred is None else 0.005)
+            if info is None:
+                if self.deferred is not None:
+                    _thread.interrupt_main(self.deferred)
+                continue
+            if self.done.is_set():
+                self.late = info.si_signo
+                continue
+            seen += 1
+            if seen > 1:
+                os._exit(EXIT_SIGNAL_BASE + info.si_signo)
+            _thread.interrupt_main(info.si_signo)
+
+
+def _in_protected_code(frame: FrameType | None) -> bool:
+    """Whether ``frame`` or a caller of it runs code of :data:`_PROTECTED`."""
+    while frame is not None:
+        if frame.f_code.co_filename in _PROTECTED:
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextlib.contextmanager
+def stopped_by_signals(out: Path) -> Iterator[None]:
+    """While the block runs, SIGINT, SIGTERM and SIGHUP raise Interrupted (exit 128 + N).
+
+    The exception unwinds the partitioner, whose atomic output removes its temporary
+    ``.OUT.tmp-PID`` folder on the way out. A second signal stops the process at once (exit
+    128 + N); the next run into the same parent removes what it left.
+
+    No C code may see these signals: METIS (GKlib) traps SIGTERM while it runs and, on one,
+    fails or jumps across threads. So they are blocked in this thread, and so in every thread
+    started inside the block (numpy's, the partitioner's pool: enter it before importing
+    them), and a watcher thread takes them with ``sigtimedwait`` and has the main thread raise
+    at its next Python instruction, though never inside thread-pool or context-manager code
+    (:data:`_PROTECTED`): there it waits until that code returns. Outside the main thread, or
+    without ``sigtimedwait``, nothing is installed.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "sigtimedwait"
+    ):
+        yield
+        return
+    stop = _SignalStop(out)
+    previous = {s: signal.signal(s, stop.handler) for s in STOP_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    watcher = threading.Thread(target=stop.watch, name="dglctl-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.done.set()
+        watcher.join()
+        # Handlers first: a signal still pending when the mask goes meets the old handler,
+        # as does one that came as the block ended.
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if stop.late is not None:
+            os.kill(os.getpid(), stop.late)
 
 
 def _default_graph_name(path: Path) -> str:

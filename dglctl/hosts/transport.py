@@ -8,8 +8,10 @@ into a shell line unquoted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -134,14 +136,26 @@ class LocalTransport(Transport):
         dest = Path(path)
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
-        if source is not None:
-            shutil.copyfile(source, tmp)
-        else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        # Whatever is at the temporary name (a stale copy, or a link another user planted to
+        # read what comes) is removed, never written through: the file is created anew
+        # (O_EXCL, O_NOFOLLOW) with ``mode``, made exact (the umask may narrow it) before its
+        # first byte.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777)
+        try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data or b"")
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
+                os.fchmod(f.fileno(), mode)
+                if source is not None:
+                    with open(source, "rb") as src:
+                        shutil.copyfileobj(src, f, 1 << 20)
+                else:
+                    f.write(data or b"")
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 class SSHTransport(Transport):
@@ -233,19 +247,48 @@ class SSHTransport(Transport):
         if self._sftp is None:
             self._sftp = self._connect().open_sftp()
         sftp = self._sftp
-        parent = path.rsplit("/", 1)[0]
+        parent, name = path.rsplit("/", 1)
         self._mkdirs(parent)
-        tmp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp{os.getpid()}"
-        if source is not None and source.stat().st_size >= SCP_MIN_BYTES and self._scp(source, tmp):
-            pass
-        elif source is not None:
-            sftp.put(str(source), tmp)
-        else:
-            with sftp.open(tmp, "wb") as f:
-                f.set_pipelined(True)
-                f.write(data or b"")
-        sftp.chmod(tmp, mode)
-        sftp.posix_rename(tmp, path)
+        # The temporary file lives in a new folder that only its owner can enter, so nobody
+        # opens it under the server's default mode (0644) and reads what follows: the file
+        # gets ``mode`` before its first byte (SFTP) or before it leaves the folder (scp).
+        private = self._private_dir(parent)
+        tmp = f"{private}/{name}"
+        try:
+            big = source is not None and source.stat().st_size >= SCP_MIN_BYTES
+            if big and self._scp(source, tmp):
+                sftp.chmod(tmp, mode)
+            else:
+                with sftp.open(tmp, "wb") as f:
+                    f.chmod(mode)
+                    f.set_pipelined(True)
+                    self._send(f, data, source)
+            sftp.posix_rename(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                sftp.remove(tmp)
+            raise
+        finally:
+            with contextlib.suppress(OSError):  # left empty: harmless, never worth a failure
+                sftp.rmdir(private)
+
+    def _private_dir(self, parent: str) -> str:
+        """A new folder in ``parent`` with mode 0700 (mkdir fails on an existing name, so it
+        is ours and empty); chmod too, for servers that ignore mkdir's mode."""
+        folder = f"{parent}/.dglctl-tmp{os.getpid()}-{secrets.token_hex(4)}"
+        self._sftp.mkdir(folder, 0o700)
+        self._sftp.chmod(folder, 0o700)
+        return folder
+
+    @staticmethod
+    def _send(f: Any, data: bytes | None, source: Path | None) -> None:
+        """Write ``data`` or the local file ``source`` to the open SFTP file ``f``."""
+        if source is None:
+            f.write(data or b"")
+            return
+        with open(source, "rb") as src:
+            while chunk := src.read(1 << 20):
+                f.write(chunk)
 
     def _scp(self, source: Path, dest: str) -> bool:
         """Copy one big file with the system scp (OpenSSH's C crypto: ~1.4x paramiko's SFTP
@@ -264,7 +307,8 @@ class SSHTransport(Transport):
         target = f"{ssh.user + '@' if ssh.user else ''}{self.host.address}"
         if ":" in self.host.address:  # IPv6 literal
             target = f"{ssh.user + '@' if ssh.user else ''}[{self.host.address}]"
-        p = subprocess.run([*argv, str(source), f"{target}:{dest}"], capture_output=True,
+        # "--": a source named "-o..." (a relative path) is a file name, not an option.
+        p = subprocess.run([*argv, "--", str(source), f"{target}:{dest}"], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL)
         if p.returncode != 0:
             raise RemoteCommandFailed(f"host {self.host.name}: scp of {source.name} failed: "

@@ -134,9 +134,34 @@ def select_hosts(cluster: ClusterConfig, num_parts: int, part_path: str) -> tupl
 
 
 def host_files(part_config: Mapping[str, Any], i: int) -> tuple[str, ...]:
-    """The partition files host ``i`` needs: its part's and the shared ones."""
-    return tuple(rel for rel in part_config.get("files", {})
+    """The partition files host ``i`` needs: its part's and the shared ones.
+
+    Each is copied to the same path under the host's data folder, so each must be a safe
+    relative path (a PartitionFormatError names the config, the key and the path)."""
+    from partitioner.paths import FILES_KEY, path_problem, refuse
+
+    files = tuple(part_config.get("files", {}))
+    for rel in files:
+        why = path_problem(rel)
+        if why is not None:
+            raise refuse(_where(part_config), FILES_KEY, rel, why)
+    return tuple(rel for rel in files
                  if rel.startswith(f"part{i}/") or not rel.startswith("part"))
+
+
+def graph_name(part_config: Mapping[str, Any]) -> str:
+    """The partition's graph name, once it is safe in host paths (``data/NAME/NAME.json``)."""
+    from partitioner.paths import name_problem, refuse
+
+    name = part_config["graph_name"]
+    why = name_problem(name)
+    if why is not None:
+        raise refuse(_where(part_config), "['graph_name']", name, why)
+    return name
+
+
+def _where(part_config: Mapping[str, Any]) -> str:
+    return str(part_config.get("_path", "the partition config"))
 
 
 def host_bytes(part_config: Mapping[str, Any], i: int) -> int:
@@ -203,7 +228,7 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
     ``workspaces`` and ``pythons`` are each host's, as preflight found them (or as configured,
     for a dry run); ``port_base`` is the chosen one (default: the configured one).
     """
-    graph = part_config["graph_name"]
+    graph = graph_name(part_config)
     hosts = select_hosts(cluster, part_config["num_parts"], str(part_config.get("_path", "")))
     if not len(workspaces) == len(pythons) == len(hosts):
         raise ValueError(f"{len(hosts)} hosts but {len(workspaces)} workspaces and "

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
+from ..format import ShardWriter, out_of_space_error, remove_stale_temps
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
 from .text import check_id_range, parse_edge_columns
 from .text_writer import write_edge_lines
@@ -311,23 +312,24 @@ def _safe_names(names: list[str]) -> list[str]:
 
 
 def _write_features(
-    root: Path, section: str, type_dir: str, feats: dict[str, np.ndarray], bounds: np.ndarray
+    writer: ShardWriter, section: str, type_dir: str, feats: dict[str, np.ndarray],
+    bounds: np.ndarray,
 ) -> dict[str, Any]:
+    # ShardWriter, not np.save: numpy's tofile reports a full disk without its errno.
     specs: dict[str, Any] = {}
     names = list(feats)
     for feat, safe in zip(names, _safe_names(names), strict=True):
-        files = []
-        for j in range(len(bounds) - 1):
-            rel = f"{section}/{type_dir}/{safe}.{j}.npy"
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            np.save(root / rel, np.ascontiguousarray(feats[feat][bounds[j] : bounds[j + 1]]))
-            files.append(rel)
+        files = [
+            writer.save(f"{section}/{type_dir}/{safe}.{j}.npy", feats[feat][lo:hi])
+            for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        ]
         specs[feat] = {"format": {"name": "numpy"}, "data": files}
     return specs
 
 
-def _fill_chunked(root: Path, graph: Graph, graph_name: str, num_chunks: int) -> None:
-    """Write every chunk file and metadata.json under ``root``."""
+def _fill_chunked(writer: ShardWriter, graph: Graph, graph_name: str, num_chunks: int) -> None:
+    """Write every chunk file and metadata.json under ``writer.root``."""
+    root = writer.root
     meta: dict[str, Any] = {
         "graph_name": graph_name,
         "node_type": graph.ntypes,
@@ -343,7 +345,7 @@ def _fill_chunked(root: Path, graph: Graph, graph_name: str, num_chunks: int) ->
         meta["num_nodes_per_chunk"].append(np.diff(bounds).tolist())
         feats = graph.ndata.get(ntype, {})
         if feats:
-            meta["node_data"][ntype] = _write_features(root, "node_data", safe, feats, bounds)
+            meta["node_data"][ntype] = _write_features(writer, "node_data", safe, feats, bounds)
     keys = meta["edge_type"]
     for etype, key, safe in zip(graph.canonical_etypes, keys, _safe_names(keys), strict=True):
         src, dst = graph.edges[etype]
@@ -360,7 +362,7 @@ def _fill_chunked(root: Path, graph: Graph, graph_name: str, num_chunks: int) ->
         meta["edges"][key] = {"format": {"name": "csv", "delimiter": " "}, "data": files}
         feats = graph.edata.get(etype, {})
         if feats:
-            meta["edge_data"][key] = _write_features(root, "edge_data", safe, feats, bounds)
+            meta["edge_data"][key] = _write_features(writer, "edge_data", safe, feats, bounds)
     with open(root / "metadata.json", "w", encoding="utf-8") as fh:
         json.dump(meta, fh, indent=2)
         fh.write("\n")
@@ -377,8 +379,9 @@ def write_chunked(
     """Write ``graph`` in DGL's chunked format into ``folder`` and return the metadata path.
 
     Everything is written into a temporary sibling folder first and renamed into place, so
-    ``folder`` never holds a half-written graph. An existing non-empty ``folder`` raises
-    OutputExistsError unless ``overwrite``.
+    ``folder`` never holds a half-written graph; the temporary folders of dead runs go first.
+    An existing non-empty ``folder`` raises OutputExistsError unless ``overwrite``, a full disk
+    or quota OutputWriteError (with nothing left behind).
     """
     if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
         raise PartitionOptionError(f"num_chunks must be an integer >= 1 (got {num_chunks!r})")
@@ -392,19 +395,24 @@ def write_chunked(
         if not target.is_dir():
             raise OutputExistsError(f"{target}: exists and is not a folder")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    remove_stale_temps(target)
+    # The PID in the name lets a later run tell whether the writer is still alive.
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
     old: Path | None = None
     try:
-        _fill_chunked(tmp, graph, graph_name, num_chunks)
+        _fill_chunked(ShardWriter(tmp, output=target), graph, graph_name, num_chunks)
         if target.exists():
             # Move the old folder aside first: a rename cannot replace a non-empty folder.
             old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
             os.replace(target, old)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and not target.exists():
             os.replace(old, target)
+        error = out_of_space_error(exc, target) if isinstance(exc, OSError) else None
+        if error is not None:
+            raise error from exc
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

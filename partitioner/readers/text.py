@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
+from ..inputs import id_space_too_sparse, load_node_data, resolve_num_nodes, sparse_ids_error
 
 # Error messages quote the offending line up to this many characters.
 _QUOTE_LIMIT = 120
@@ -26,13 +27,16 @@ class TextLayout:
 
     ``delimiter`` is ``None`` for runs of whitespace. ``skip_lines`` is the number of leading
     lines (comments and header) to skip so parsing starts after the header. ``has_weight`` is
-    true when a third column holds numbers.
+    true when a third column holds numbers. ``num_fields`` is the number of columns of the
+    first data line, ``first_line`` its 1-based number: every data line must have as many.
     """
 
     delimiter: str | None
     skip_lines: int
     has_weight: bool
     header: tuple[str, ...] | None
+    num_fields: int = 2
+    first_line: int = 0
 
 
 def _quote(text: str) -> str:
@@ -114,7 +118,7 @@ def detect_layout(
                 fields = _split(line, delim)
                 if len(fields) >= 2 and _is_int(fields[0]) and _is_int(fields[1]):
                     has_weight = len(fields) >= 3 and _is_float(fields[2])
-                    return TextLayout(delim, lineno - 1, has_weight, None)
+                    return TextLayout(delim, lineno - 1, has_weight, None, len(fields), lineno)
                 if not allow_header:
                     raise _bad_line(path, lineno, raw, fields, delim)
                 auto = delimiter is None
@@ -154,7 +158,7 @@ def _layout_after_header(
         if len(fields) < 2 or not (_is_int(fields[0]) and _is_int(fields[1])):
             raise _bad_line(path, lineno, raw, fields, delim, after_header=header_line)
         has_weight = len(fields) >= 3 and _is_float(fields[2])
-        return TextLayout(delim, header_line, has_weight, header)
+        return TextLayout(delim, header_line, has_weight, header, len(fields), lineno)
     return TextLayout(delim, header_line, False, header)
 
 
@@ -167,21 +171,37 @@ def _bad_line(
     *,
     after_header: int | None = None,
     want_weight: bool = False,
+    layout: TextLayout | None = None,
 ) -> PartitionInputError:
-    """Build the error for one unparsable line, saying which field is wrong and why."""
+    """Build the error for one unparsable line, saying which field is wrong and why.
+
+    With ``layout``, a line whose fields are fine but whose column count differs from the
+    first data line's is reported as such, quoting the extra columns.
+    """
     name = DELIMITER_NAMES.get(delim, repr(delim))
+    hint = None
+    bad = next((i for i in (0, 1) if i < len(fields) and not _is_int(fields[i])), None)
     if len(fields) < (3 if want_weight else 2):
         what = (
             f"expected 'src dst{' weight' if want_weight else ''}' separated by {name}, "
             f"found {len(fields)} field{'s' if len(fields) != 1 else ''}"
         )
+    elif bad is not None:
+        what = f"{'source' if bad == 0 else 'destination'} id {fields[bad]!r} is not an integer"
+    elif want_weight and not _is_float(fields[2]):
+        what = f"weight {fields[2]!r} is not a number"
     else:
-        bad = next((i for i in (0, 1) if not _is_int(fields[i])), None)
-        if bad is not None:
-            what = f"{'source' if bad == 0 else 'destination'} id {fields[bad]!r} is not an integer"
-        else:
-            what = f"weight {fields[2]!r} is not a number"
-    hint = None
+        expected = layout.num_fields if layout is not None else len(fields)
+        what = (
+            f"found {len(fields)} fields separated by {name} where the first data line "
+            f"(line {layout.first_line if layout else '?'}) has {expected}"
+        )
+        if len(fields) > expected:
+            what += f"; extra: {(delim or ' ').join(fields[expected:])!r}"
+        hint = (
+            "every data line needs the columns of the first one (src dst, then an optional "
+            "weight and other columns): remove the extra columns or fix the line"
+        )
     if after_header is not None:
         hint = f"line {after_header} was taken as a header; only one header line is allowed"
     return PartitionInputError(
@@ -202,14 +222,15 @@ def _find_bad_line(
                 continue
             fields = _split(line, layout.delimiter)
             ok = (
-                len(fields) >= (3 if want_weight else 2)
+                len(fields) == layout.num_fields
                 and _is_int(fields[0])
                 and _is_int(fields[1])
                 and (not want_weight or _is_float(fields[2]))
             )
             if not ok:
                 return _bad_line(
-                    path, lineno, raw, fields, layout.delimiter, want_weight=want_weight
+                    path, lineno, raw, fields, layout.delimiter, want_weight=want_weight,
+                    layout=layout,
                 )
     return None
 
@@ -238,17 +259,12 @@ def parse_edge_columns(
     """Parse the ``src dst [weight]`` columns of a text edge file in one numpy pass.
 
     Returns int64 ``src``, ``dst``, float64 ``weight`` (``None`` without a weight column or when
-    ``read_weight`` is false) and the detected layout. Columns past the third are ignored.
-    Raises PartitionInputError naming the file and the 1-based line of the first bad line.
+    ``read_weight`` is false) and the detected layout. Columns past the third are ignored, but
+    every data line must have the first data line's number of columns. Raises
+    PartitionInputError naming the file and the 1-based line of the first bad line.
     """
     layout = detect_layout(path, delimiter=delimiter, comment=comment, allow_header=allow_header)
-    want_weight = layout.has_weight and read_weight
-    if want_weight:
-        dtype = np.dtype([("src", np.int64), ("dst", np.int64), ("weight", np.float64)])
-        usecols: tuple[int, ...] = (0, 1, 2)
-    else:
-        dtype = np.dtype(np.int64)
-        usecols = (0, 1)
+    dtype = _row_dtype(layout)
     try:
         with warnings.catch_warnings():
             # An edge file with no edges is legal (a type or chunk may be empty).
@@ -259,12 +275,11 @@ def parse_edge_columns(
                 delimiter=layout.delimiter,
                 comments=comment or None,
                 skiprows=layout.skip_lines,
-                usecols=usecols,
-                ndmin=1 if want_weight else 2,
+                ndmin=1 if dtype.names else 2,
                 encoding=_ENCODING,
             )
     except (ValueError, UnicodeDecodeError) as exc:
-        located = _find_bad_line(path, layout, comment, want_weight)
+        located = _find_bad_line(path, layout, comment, layout.has_weight)
         if located is not None:
             raise located from exc
         raise PartitionInputError(f"cannot parse edge list: {exc}", path=path) from exc
@@ -272,17 +287,29 @@ def parse_edge_columns(
         raise PartitionInputError(
             f"cannot read edge list: {exc.strerror or exc}", path=path
         ) from exc
-    if want_weight:
+    if dtype.names:
+        weight = table["c2"] if layout.has_weight and read_weight else None
         return (
             np.ascontiguousarray(table["src"]),
             np.ascontiguousarray(table["dst"]),
-            np.ascontiguousarray(table["weight"]),
+            None if weight is None else np.ascontiguousarray(weight),
             layout,
         )
     if table.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), None, layout
     return np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]), None, layout
+
+
+def _row_dtype(layout: TextLayout) -> np.dtype:
+    """The dtype ``loadtxt`` parses one line into: every column of the layout, never a
+    ``usecols`` subset, so that loadtxt itself rejects a line with more or fewer columns
+    (in bulk, with no Python loop). Ignored columns become zero-width strings."""
+    if layout.num_fields <= 2:
+        return np.dtype(np.int64)
+    third = np.float64 if layout.has_weight else "S0"
+    rest = [(f"c{i}", "S0") for i in range(3, layout.num_fields)]
+    return np.dtype([("src", np.int64), ("dst", np.int64), ("c2", third), *rest])
 
 
 def check_id_range(
@@ -324,54 +351,17 @@ def check_id_range(
         )
 
 
-def load_node_data(node_data: dict[str, str] | None) -> dict[str, np.ndarray]:
-    """Load ``name -> .npy path`` feature files; errors name the .npy file."""
-    loaded: dict[str, np.ndarray] = {}
-    for name, npy in (node_data or {}).items():
-        npy = os.fspath(npy)
-        if not os.path.exists(npy):
-            raise PartitionInputError(f"node feature {name!r}: no such file", path=npy)
-        try:
-            arr = np.load(npy, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise PartitionInputError(
-                f"node feature {name!r}: not a readable .npy array ({exc})", path=npy
-            ) from exc
-        if not isinstance(arr, np.ndarray) or arr.ndim == 0:
-            raise PartitionInputError(
-                f"node feature {name!r}: expected an array with one row per node", path=npy
-            )
-        loaded[name] = arr
-    return loaded
-
-
-def resolve_num_nodes(
-    num_nodes: int | None,
-    src: np.ndarray,
-    dst: np.ndarray,
-    features: dict[str, np.ndarray],
-    feature_paths: dict[str, str] | None,
-    path: str,
-) -> int:
-    """Node count: given, else max id + 1, or the feature row count when that is larger.
-
-    Features decide when they agree, since trailing nodes without edges appear in no edge.
-    """
-    max_id = int(max(src.max(initial=-1), dst.max(initial=-1)))
-    if num_nodes is None:
-        rows = {arr.shape[0] for arr in features.values()}
-        n = max(max_id + 1, rows.pop()) if len(rows) == 1 else max_id + 1
-    else:
-        n = int(num_nodes)
-    for name, arr in features.items():
-        if arr.shape[0] != n:
-            src_file = (feature_paths or {}).get(name, path)
-            raise PartitionInputError(
-                f"node feature {name!r} has {arr.shape[0]} rows but the graph has {n} nodes",
-                path=os.fspath(src_file),
-                hint="give one row per node, in node id order",
-            )
-    return n
+def _check_compact_ids(
+    path: str, layout: TextLayout, comment: str | None, src: np.ndarray, dst: np.ndarray, n: int
+) -> None:
+    """Refuse a node count taken as largest id + 1 that the edges cannot need (the rule of
+    :func:`partitioner.inputs.id_space_too_sparse`), naming the line of the largest id."""
+    ends = [ids for ids in (src, dst) if ids.size and int(ids.max()) + 1 == n]
+    if not ends or not id_space_too_sparse(n, len(src)):
+        return
+    lineno, raw = line_of_row(path, layout, comment, int(np.argmax(ends[0])))
+    raise sparse_ids_error(n - 1, len(src), path=path, line=lineno or None,
+                           where=f" in edge line {_quote(raw)}")
 
 
 def read_edge_list(
@@ -387,8 +377,10 @@ def read_edge_list(
     Blank lines and ``comment`` lines (and trailing comments) are skipped; a first line whose
     first two fields are not integers is a header. ``delimiter=None`` auto-detects comma, tab
     or whitespace. A numeric third column becomes edge data ``weight``; further columns are
-    ignored. ``node_data`` maps feature names to ``.npy`` files with one row per node.
-    ``num_nodes`` defaults to max id + 1 (or the feature row count, when larger).
+    ignored, but every data line must have as many columns as the first. ``node_data`` maps feature names to ``.npy`` files with one row per node.
+    ``num_nodes`` defaults to max id + 1 (or the feature row count, when larger); a max id far
+    beyond what the edges can use is refused unless ``num_nodes`` says so
+    (:func:`partitioner.inputs.id_space_too_sparse`).
     Raises PartitionInputError naming the file and, for a bad line, its 1-based number.
     """
     path = os.fspath(path)
@@ -403,6 +395,8 @@ def read_edge_list(
     limit = None if num_nodes is None else int(num_nodes)
     check_id_range(path, layout, comment, src, dst, (limit, limit))
     n = resolve_num_nodes(num_nodes, src, dst, features, node_data, path)
+    if num_nodes is None:
+        _check_compact_ids(path, layout, comment, src, dst, n)
     edata = {"weight": weight} if weight is not None else {}
     graph = Graph.homogeneous(src, dst, n, ndata=features, edata=edata)
     graph.validate(path)

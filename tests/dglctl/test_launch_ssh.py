@@ -136,3 +136,56 @@ def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
     assert (tmp_path / "ws" / "deep" / "er" / "big.bin").read_bytes() == data
     assert (tmp_path / "ws" / "deep" / "small.txt").stat().st_mode & 0o777 == 0o600
     assert not list((tmp_path / "ws").rglob(".*tmp*")), "no temporary files left"
+
+
+def test_private_files_are_never_readable_while_written(sshd, tmp_path, monkeypatch):
+    """A file written with a mode (the job token's env file: 0600) has that mode before its
+    first byte: over SFTP the temporary file is born with it; a big file goes by scp into a
+    folder only its owner can enter, and is renamed out once it has its mode. A source named
+    ``-...`` is a file name to scp, not an option."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import paramiko
+
+    from dglctl.config import load_cluster_config
+    from dglctl.hosts import transport
+
+    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    ws = tmp_path / "ws"
+    t = transport.SSHTransport(cluster.hosts[1], cluster)
+    t.workspace = str(ws)
+    modes: list[int] = []  # the mode of each file in the workspace at each SFTP write
+    write = paramiko.sftp_file.SFTPFile.write
+
+    def watched_write(self, data):
+        modes.extend(p.stat().st_mode & 0o777 for p in ws.rglob("*") if p.is_file())
+        return write(self, data)
+
+    folders: list[int] = []  # the mode of the folder scp writes into
+    run = subprocess.run
+
+    def watched_run(argv, **kwargs):
+        folders.append(Path(argv[-1].split(":", 1)[1]).parent.stat().st_mode & 0o777)
+        return run(argv, **kwargs)
+
+    monkeypatch.setattr(paramiko.sftp_file.SFTPFile, "write", watched_write)
+    monkeypatch.setattr(transport.subprocess, "run", watched_run)
+    t.put_bytes(b'{"DGLCTL_TOKEN": "f00d"}', "jobs/j/server-0-0.env.json", mode=0o600)
+    assert modes and set(modes) == {0o600}, [oct(m) for m in modes]
+    small = tmp_path / "small.json"
+    small.write_text("{}")
+    modes.clear()
+    t.put(small, "jobs/j/small.json", mode=0o600)
+    assert modes and set(modes) == {0o600}, [oct(m) for m in modes]
+    monkeypatch.chdir(tmp_path)
+    data = os.urandom(transport.SCP_MIN_BYTES + 1)
+    Path("-big.bin").write_bytes(data)
+    t.put(Path("-big.bin"), "data/g/big.bin", mode=0o600)
+    t.close()
+    assert folders == [0o700], [oct(m) for m in folders]
+    big = ws / "data" / "g" / "big.bin"
+    assert big.read_bytes() == data and big.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in ws.rglob("*")) == [
+        "big.bin", "data", "g", "j", "jobs", "server-0-0.env.json", "small.json"]

@@ -1,0 +1,122 @@
+"""``dglctl partition`` stopped by a signal removes its temporary output folder and exits
+128 + N; a run killed outright leaves one behind, which the next run into the same parent
+removes (issue 12, "faults and trust")."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from partitioner.generate import generate_graph
+from partitioner.readers import write_npz
+from tests.conftest import TIMEOUT
+
+pytestmark = pytest.mark.multiprocess
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def graph_npz(tmp_path_factory) -> Path:
+    """A graph that takes METIS a few seconds to split in 4 parts with 2-hop halos: long enough
+    that a run is still going when the test signals it."""
+    path = tmp_path_factory.mktemp("signals") / "g.npz"
+    write_npz(generate_graph(100_000, avg_degree=10, feat_dim=8, seed=0), path)
+    return path
+
+
+@pytest.fixture
+def start_partition(tmp_path):
+    """Start ``python -m dglctl partition`` of a graph into a folder; every process it started
+    is killed at the end of the test."""
+    procs: list[subprocess.Popen] = []
+
+    def start(npz: Path, out: Path) -> subprocess.Popen:
+        err = open(tmp_path / f"stderr-{len(procs)}.txt", "w+")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dglctl", "partition", "--input", str(npz), "--num-parts",
+             "4", "--halo-hops", "2", "--out", str(out)],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+        )
+        proc.stderr_file = err  # type: ignore[attr-defined]
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(TIMEOUT)
+        proc.stderr_file.close()  # type: ignore[attr-defined]
+
+
+def _stderr(proc: subprocess.Popen) -> str:
+    proc.stderr_file.seek(0)  # type: ignore[attr-defined]
+    return proc.stderr_file.read()  # type: ignore[attr-defined]
+
+
+def _wait_for_temp_folder(proc: subprocess.Popen, out: Path) -> Path | None:
+    """The run's ``.OUT.tmp-PID`` folder once it exists, or None if the run succeeded before
+    the test saw it."""
+    tmp = out.parent / f".{out.name}.tmp-{proc.pid}"
+    deadline = time.monotonic() + 3 * TIMEOUT
+    while not tmp.exists():
+        if proc.poll() is not None:
+            assert proc.returncode == 0, f"partition failed:\n{_stderr(proc)}"
+            return None
+        assert time.monotonic() < deadline, f"no {tmp} after {3 * TIMEOUT}s"
+        time.sleep(0.005)
+    return tmp
+
+
+def _frozen_mid_run(start_partition, npz: Path, out: Path) -> tuple[subprocess.Popen, Path]:
+    """Start a run and freeze it (SIGSTOP) while its temporary folder exists, so that it is
+    certainly mid-run when signalled. A run that ends before the test looks is retried."""
+    for _ in range(3):
+        proc = start_partition(npz, out)
+        tmp = _wait_for_temp_folder(proc, out)
+        if tmp is not None:
+            proc.send_signal(signal.SIGSTOP)
+            if tmp.exists():
+                return proc, tmp
+            proc.send_signal(signal.SIGCONT)
+        assert proc.wait(2 * TIMEOUT) == 0, _stderr(proc)
+        shutil.rmtree(out)
+    pytest.fail("every partition run ended before the test could signal it")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_signal_removes_temp_folder_and_exits_128_plus_n(graph_npz, tmp_path, start_partition,
+                                                         signum):
+    out = tmp_path / "p"
+    proc, tmp = _frozen_mid_run(start_partition, graph_npz, out)
+    proc.send_signal(signum)  # pending until the run goes on
+    proc.send_signal(signal.SIGCONT)
+    code = proc.wait(2 * TIMEOUT)
+    err = _stderr(proc)
+    assert code == 128 + signum, err
+    assert signal.Signals(signum).name in err and "Traceback" not in err, err
+    assert not tmp.exists() and not out.exists()
+    assert not list(tmp_path.glob(".p.*")), list(tmp_path.iterdir())
+
+
+def test_next_run_removes_temp_folder_of_a_killed_run(graph_npz, tmp_path, start_partition):
+    out = tmp_path / "p"
+    proc, stale = _frozen_mid_run(start_partition, graph_npz, out)
+    proc.kill()  # SIGKILL: no handler runs, the folder stays
+    proc.wait(TIMEOUT)
+    assert stale.exists()
+    live = tmp_path / f".p.tmp-{os.getpid()}"  # this test's own process is alive: kept
+    live.mkdir()
+    again = start_partition(graph_npz, out)
+    assert again.wait(6 * TIMEOUT) == 0, _stderr(again)
+    assert not stale.exists() and live.exists()
+    assert (out / "g.json").exists()
