@@ -144,7 +144,7 @@ def stop(app: Any, job: str | None, stop_all: bool, grace: float) -> None:
         clients = _clients(m)
         try:
             already = m.state.ended
-            outcome = stop_job(m, clients, grace=grace)
+            outcome = stop_job(m, clients, display=display, grace=grace)
         finally:
             _close(clients)
         if already and not outcome.signalled:

@@ -118,6 +118,10 @@ class StopReport:
     shm_removed: int
     survivors: list[str]
     states: dict[str, ProcState] = field(default_factory=dict)
+    # Groups the agent may not signal (another user's: EPERM), and the ones it left alone
+    # with the reason: finished, not running, or their id now names another process.
+    denied: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 class AgentClient:
@@ -164,7 +168,8 @@ class AgentClient:
 
     def stop(self, job: str, procs: Mapping[str, int], *, grace: float,
              shm_dir: str | None = None) -> StopReport:
-        """TERM, then KILL after ``grace`` seconds, each of ``procs``; remove the job's shared
+        """TERM, then KILL after ``grace`` seconds, each of ``procs`` that still runs as the
+        job's (its group leader is the process the agent started); remove the job's shared
         memory (in ``shm_dir``, default the agent's /dev/shm) and sampler folders."""
         args = ["stop", *self._job(job), "--procs", json.dumps(dict(procs)),
                 "--grace", str(grace)]
@@ -174,7 +179,8 @@ class AgentClient:
         return StopReport(terminated=list(r["terminated"]), killed=list(r["killed"]),
                           shm_removed=int(r["shm_removed"]), survivors=list(r["survivors"]),
                           states={n: ProcState.from_json(s)
-                                  for n, s in r.get("states", {}).items()})
+                                  for n, s in r.get("states", {}).items()},
+                          denied=list(r.get("denied", [])), skipped=dict(r.get("skipped", {})))
 
     def logs(self, job: str, offsets: Mapping[str, int]) -> dict[str, LogChunk]:
         """New text of each named log since its byte offset."""

@@ -2,19 +2,25 @@
 
 A manifest is written as soon as each process starts, so a launcher that dies still leaves a
 record that ``dglctl status`` and ``dglctl stop`` can act on. It holds the job token, so it is
-readable by its owner only. States are enums whose values are the strings on disk, so
-manifests written before the enums load unchanged.
+readable by its owner only (0600, in a 0700 folder). States are enums whose values are the
+strings on disk, so manifests written before the enums load unchanged.
+
+The launcher and ``dglctl stop`` (from another shell) write the same manifest: every write
+replaces the file atomically, under a lock on a file beside it, and records what this copy
+changed on top of what the others recorded meanwhile (see ``JobManifest.save``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import json
 import os
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -100,20 +106,59 @@ class JobManifest:
     result: dict[str, Any] = field(default_factory=dict)
     shm_dir: str | None = None  # the hosts' shared-memory folder (None: the agent's default)
 
+    def __post_init__(self) -> None:
+        # The record as this copy last read or wrote it: what tells its own changes apart.
+        self._base: dict[str, Any] | None = None
+
     @property
     def path(self) -> Path:
         """The manifest's file."""
         return dglctl_home() / "jobs" / f"{self.job_id}.json"
 
     def save(self) -> None:
-        """Write the manifest atomically, readable by its owner only (it holds the token)."""
-        path = self.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(asdict(self), f, indent=1)
-        os.replace(tmp, path)
+        """Record this copy's changes since it was loaded (or last saved) on top of the
+        manifest as it is now: atomically, under the job's lock, readable by its owner only.
+
+        A field this copy did not change keeps what another writer recorded meanwhile;
+        processes are only ever added (one recorded by anyone stays); and a recorded stop is
+        never undone by a stale "starting" or "running". This copy then holds the result.
+        """
+        self.update(lambda m: None)
+
+    def update(self, change: Callable[[JobManifest], None]) -> None:
+        """A read-modify-write that loses no one's update: under the job's lock, merge this
+        copy into the manifest as recorded now (as ``save``), apply ``change``, record it."""
+        with self._locked():
+            self._merge(_read_record(self.path))
+            change(self)
+            _write_private(self.path, json.dumps(asdict(self), indent=1))
+            self._base = asdict(self)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the exclusive lock of this job's manifest (``JOB.json.lock`` beside it)."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        fd = _open_private(_private_folder(lock.parent) / lock.name, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor closes
+            yield
+        finally:
+            os.close(fd)
+
+    def _merge(self, disk: dict[str, Any] | None) -> None:
+        """Take from ``disk`` (the manifest as recorded now) every field this copy has not
+        changed since ``_base``; keep the processes recorded there; keep a recorded stop."""
+        if disk is None or self._base is None:
+            return  # a new manifest: this copy is all there is
+        ours, now = asdict(self), JobManifest._from_record(disk)
+        for f in fields(self):
+            if ours[f.name] == self._base[f.name]:
+                setattr(self, f.name, getattr(now, f.name))
+        names = {p.name for p in self.procs}
+        self.procs = self.procs + [p for p in now.procs if p.name not in names]
+        if now.state in (JobState.STOPPING, JobState.STOPPED) and self.state in (
+                JobState.STARTING, JobState.RUNNING):
+            self.state = now.state  # 'dglctl stop' ran meanwhile: the launcher must see it
 
     def procs_on(self, host: int) -> dict[str, int]:
         """Name -> process group of the job's processes on host ``host``."""
@@ -127,17 +172,66 @@ class JobManifest:
     def load(cls, job_id: str) -> JobManifest:
         """Read the manifest of ``job_id``; a missing one is an error that lists known jobs."""
         path = dglctl_home() / "jobs" / f"{job_id}.json"
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
+        data = _read_record(path)  # no lock needed: every write replaces the whole file
+        if data is None:
             known = [p.stem for p in sorted((dglctl_home() / "jobs").glob("*.json"))]
             raise DglctlError(f"no job {job_id!r} (looked in {path.parent})",
                               hint=f"known jobs: {', '.join(known[-10:]) or 'none'}; "
-                                   "'dglctl status' lists them") from None
+                                   "'dglctl status' lists them")
+        m = cls._from_record(data)
+        m._base = asdict(m)
+        return m
+
+    @classmethod
+    def _from_record(cls, data: dict[str, Any]) -> JobManifest:
+        """A manifest from its JSON record."""
+        data = dict(data)
         data["hosts"] = [HostRecord(**h) for h in data["hosts"]]
         data["procs"] = [ProcRecord(**p) for p in data["procs"]]
         data["state"] = JobState(data.get("state", JobState.STARTING))
         return cls(**data)
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """The JSON record in ``path``; None when there is none."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _private_folder(folder: Path) -> Path:
+    """``folder``, created if missing, entered by its owner only (0700, whatever the umask)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder.stat().st_mode & 0o777) != 0o700:
+        os.chmod(folder, 0o700)  # also one made before, e.g. by the launcher's ip_config
+    return folder
+
+
+def _open_private(path: Path, flags: int) -> int:
+    """Open ``path``, created 0600 if missing, and make sure it is 0600 (the umask may take
+    bits away, and a file made before may have more)."""
+    fd = os.open(path, flags | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically and durably: a temp file in the same folder
+    (0600 before a byte is written), fsync, rename, fsync of the folder."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.unlink(missing_ok=True)  # a leftover of a dead writer that had this pid
+    fd = _open_private(tmp, os.O_WRONLY | os.O_EXCL)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
 
 
 def list_jobs() -> list[JobManifest]:

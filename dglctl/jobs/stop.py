@@ -1,5 +1,7 @@
 """Stopping a recorded job on every host: TERM each process group, KILL after a grace period,
-remove the job's shared memory; only processes recorded in the manifest are touched."""
+remove the job's shared memory; only processes recorded in the manifest are touched, and of
+those only the ones their host's agent finds still running as the job's (pids are recycled:
+a group id recorded long ago may be someone else's now)."""
 
 from __future__ import annotations
 
@@ -27,26 +29,44 @@ class StopOutcome:
         """How many process groups got SIGTERM or SIGKILL."""
         return sum(len(h.terminated) + len(h.killed) for h in self.hosts)
 
+    @property
+    def denied(self) -> list[str]:
+        """The processes whose group the agent was not allowed to signal (another user's)."""
+        return [n for h in self.hosts for n in h.denied]
+
 
 def stop_job(manifest: JobManifest, clients: Sequence[AgentClient],
              display: Display | None = None, grace: float = GRACE_SECONDS) -> StopOutcome:
-    """Ask each host's agent to stop the job's process groups; record the outcome."""
-    if manifest.state in (JobState.STARTING, JobState.RUNNING):
-        # Before any signal: a launcher supervising the job reads this when its processes
-        # end, and reports a stop rather than a failure.
-        manifest.state = JobState.STOPPING
-        manifest.save()
+    """Ask each host's agent to stop the job's process groups; record the outcome.
+
+    The manifest is updated under its lock (a launcher supervising the job may write it at
+    the same time): the stop is recorded on top of what the launcher recorded, not over it.
+    """
+    # Before any signal: a launcher supervising the job reads this when its processes end,
+    # and reports a stop rather than a failure.
+    manifest.update(_stopping)
     procs = manifest.procs_per_host()
 
     def stop(i: int, c: AgentClient) -> StopReport:
         return c.stop(manifest.job_id, procs[i], grace=grace, shm_dir=manifest.shm_dir)
 
     reports = fan_out(clients, stop)
-    survivors = [n for r in reports for n in r.survivors]
-    if manifest.state == JobState.STOPPING:
-        manifest.state = JobState.STOPPED
-    manifest.ended = manifest.ended or time.time()
-    manifest.save()
-    if survivors and display is not None:
-        display.error(f"job {manifest.job_id}: processes survived SIGKILL: {survivors}")
-    return StopOutcome(reports, survivors)
+    outcome = StopOutcome(reports, [n for r in reports for n in r.survivors])
+    manifest.update(_stopped)
+    if display is not None and outcome.denied:
+        display.error(f"job {manifest.job_id}: not allowed to signal {outcome.denied}: their "
+                      "process groups belong to another user")
+    if display is not None and outcome.survivors:
+        display.error(f"job {manifest.job_id}: processes survived SIGKILL: {outcome.survivors}")
+    return outcome
+
+
+def _stopping(m: JobManifest) -> None:
+    if m.state in (JobState.STARTING, JobState.RUNNING):
+        m.state = JobState.STOPPING
+
+
+def _stopped(m: JobManifest) -> None:
+    if m.state == JobState.STOPPING:
+        m.state = JobState.STOPPED
+    m.ended = m.ended or time.time()

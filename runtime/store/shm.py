@@ -3,7 +3,7 @@
 The main server copies its partition here once; backup servers, trainers and samplers on the
 same host map the same files (zero copy). Every name carries the job id and machine id, so two
 jobs, or two emulated machines on one host, never collide; cleanup removes only this job's
-files.
+files. Every file is its owner's only (0600): the job's graph is nobody else's to read.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class ShmArena:
         path = self.path(name)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         try:
+            # numpy would create the file 0666 less the umask: made private first, numpy
+            # only truncates and fills it (the file keeps its mode).
+            os.close(_create_private(tmp))
             arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype),
                                             shape=tuple(shape))
             _reserve(tmp)
@@ -103,7 +106,8 @@ class ShmArena:
         """Atomically write the manifest that tells other processes the arrays are ready."""
         path = self.root / f"{self.prefix}manifest.json"
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(manifest))
+        with os.fdopen(_create_private(tmp), "w") as f:
+            f.write(json.dumps(manifest))
         os.replace(tmp, path)
 
     def wait_manifest(self, timeout: float) -> dict[str, Any]:
@@ -131,6 +135,15 @@ class ShmArena:
             p.unlink(missing_ok=True)
             n += 1
         return n
+
+
+def _create_private(path: Path) -> int:
+    """A new empty file readable and writable by its owner only (0600, whatever the umask),
+    open for writing: another user's processes must not read the job's data, nor write it."""
+    path.unlink(missing_ok=True)  # a leftover of a dead process that had this pid
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)  # exactly 0600: a umask such as 0o277 takes the owner's bits too
+    return fd
 
 
 def _reserve(path: Path) -> None:
