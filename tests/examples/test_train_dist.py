@@ -13,6 +13,7 @@ import pytest
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from runtime.rpc.ip_config import write_ip_config
+from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from tests.conftest import TIMEOUT
 from tests.runtime.conftest import REPO, Cluster, free_port_range
@@ -67,7 +68,8 @@ def test_two_machines(graph, tmp_path):
         assert _accuracy(outs[0][0]) > 0.6
         assert "test accuracy" not in outs[1][0], "only rank 0 prints"
         for p in cluster.procs:
-            p.wait(2 * TIMEOUT)  # servers leave once both trainers have gone
+            # Servers leave once both trainers have gone and their idle grace is over.
+            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)
         assert job_files(cluster.job_id) == []
     finally:
         for p in trainers:
