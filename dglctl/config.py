@@ -58,6 +58,8 @@ class ClusterConfig:
     samplers_per_trainer: int = 0
     port_base: int = DEFAULT_PORT_BASE
     timeout: float = 10.0
+    # Encrypt every connection to the job's servers (CURVE keys from the job token).
+    encrypt: bool = False
     # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
     # is then the --cluster file that gave the other settings, or the ip_config itself.
     ip_config: str | None = None
@@ -82,7 +84,7 @@ class ClusterConfig:
 
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
-        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout"}
+        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout"}
 
@@ -330,6 +332,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         port_base=_typed(path, "port_base", data.get("port_base", DEFAULT_PORT_BASE), int,
                          minimum=1024),
         timeout=_typed(path, "timeout", data.get("timeout", 10.0), float, minimum=1.0),
+        encrypt=_typed(path, "encrypt", data.get("encrypt", False), bool),
     )
 
 

@@ -109,7 +109,7 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
         machines = read_ip_config(manifest.ip_config)
         num = 1 + max(p.rank for p in manifest.procs if p.role == "server")
         pool = ServerPool(machines, num, manifest.token, 3.0, client_name="dglctl-status",
-                          keeps_server=False)
+                          keeps_server=False, encrypt=manifest.encrypt)
     except DistError:
         return {}
     try:

@@ -264,7 +264,7 @@ class Launcher:
             part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
             hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)
                    for h in plan.hosts],
-            shm_dir=plan.shm_dir)
+            shm_dir=plan.shm_dir, encrypt=self.cluster.encrypt)
         self.manifest.save()
 
     def _start(self, spec: ProcSpec) -> None:
@@ -288,7 +288,7 @@ class Launcher:
 
     def start_servers(self) -> None:
         """Start every server, then wait until each answers the job's handshake."""
-        from runtime.errors import DistError
+        from runtime.errors import DistError, HandshakeError
         from runtime.rpc.client import ServerPool
         from runtime.rpc.ip_config import read_ip_config
 
@@ -297,7 +297,7 @@ class Launcher:
         self._set_state(JobState.STARTING)
         pool = ServerPool(read_ip_config(self.local_ip_config), self.cluster.servers_per_host,
                           self.token, self.cluster.timeout, client_name="dglctl-launch",
-                          keeps_server=False)
+                          keeps_server=False, encrypt=self.cluster.encrypt)
         wait = max(60.0, self.cluster.timeout * 6)
         deadline = time.monotonic() + wait
         try:
@@ -306,6 +306,11 @@ class Launcher:
                 try:
                     pool.connect(connect_timeout=2.0)
                     break
+                except HandshakeError as e:
+                    # Refused (another job on the port, a token or encryption mismatch):
+                    # waiting longer will not help.
+                    raise JobFailed(f"servers refused the launcher: {e.message}",
+                                    hint=e.hint) from None
                 except DistError:
                     if time.monotonic() > deadline:
                         raise JobFailed(f"servers did not all answer within {wait:.0f}s; "

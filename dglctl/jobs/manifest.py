@@ -105,6 +105,7 @@ class JobManifest:
     ended: float | None = None
     result: dict[str, Any] = field(default_factory=dict)
     shm_dir: str | None = None  # the hosts' shared-memory folder (None: the agent's default)
+    encrypt: bool = False  # the servers want encrypted connections (status must know)
 
     def __post_init__(self) -> None:
         # The record as this copy last read or wrote it: what tells its own changes apart.

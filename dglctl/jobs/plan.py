@@ -22,7 +22,8 @@ TOKEN_VAR = "DGLCTL_TOKEN"
 # The contract's fields the launcher decides; the others (shm_dir, log_level, barrier_timeout,
 # ...) are tunables a cluster config may set in its ``env:`` as DGLCTL_<FIELD>.
 JOB_FIELDS = ("role", "job_id", "token", "machine_id", "ip_config", "part_config",
-              "num_servers", "num_trainers", "num_samplers", "server_id", "timeout")
+              "num_servers", "num_trainers", "num_samplers", "server_id", "timeout",
+              "encrypt")
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
             cluster, role=role, job_id=job_id, token=token, machine_id=hp.index,
             ip_config=hp.ip_config, part_config=hp.part_config, num_servers=k,
             num_trainers=tph, num_samplers=cluster.samplers_per_trainer, server_id=server_id,
-            timeout=cluster.timeout)
+            timeout=cluster.timeout, encrypt=int(cluster.encrypt))
         return {**cluster.env, **env}
 
     procs = []

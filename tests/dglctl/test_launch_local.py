@@ -15,6 +15,7 @@ import pytest
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
+from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
 
 pytestmark = pytest.mark.multiprocess
@@ -290,4 +291,32 @@ def test_detached_job_from_ip_config_has_status_logs_and_stop(parts, home, tmp_p
     finally:
         code, out, err = run(["stop", job], capsys)
     assert code == 0 and "stopped" in out, err
+    assert leftovers(job) == ([], [])
+
+
+def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsys):
+    """encrypt: true in the cluster YAML: servers, trainers (with their sampler processes),
+    the launcher's readiness probe and 'dglctl status' all speak CURVE."""
+    import yaml
+
+    data = yaml.safe_load(local_cluster.read_text())
+    data["encrypt"] = True
+    local_cluster.write_text(yaml.safe_dump(data))
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--detach", "--", "sleep"], capsys)
+    assert code == 0, err
+    job = _job_from(out)
+    try:
+        deadline = time.monotonic() + 6 * TIMEOUT
+        while True:  # every trainer reaches its sleep: pulls and a loader went through
+            code, out, _ = run(["logs", job, "--role", "trainer"], capsys)
+            if out.count("sleeping") == 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert out.count("sleeping") == 4, out
+        st = json.loads(run(["status", job, "--json"], capsys)[1])
+        served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
+        assert all(s and s["requests"] > 0 for s in served), served
+    finally:
+        assert run(["stop", job], capsys)[0] == 0
     assert leftovers(job) == ([], [])
