@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import PartitionInputError
 from ..graph import HOMO_ETYPE, HOMO_NTYPE, Graph
+from ..inputs import id_space_too_sparse, sparse_ids_error
 
 NODE_PREFIX = "node:"
 EDGE_PREFIX = "edge:"
@@ -220,7 +221,12 @@ def read_npz(path: str | os.PathLike) -> Graph:
         max_id = int(max(src.max(initial=-1), dst.max(initial=-1)))
         rows_seen = {arr.shape[0] for arr in ndata.values() if arr.ndim}
         # Trailing nodes without edges are invisible in the ids; agreeing features reveal them.
-        num_nodes = max(max_id + 1, rows_seen.pop()) if len(rows_seen) == 1 else max_id + 1
+        if len(rows_seen) == 1:
+            num_nodes = max(max_id + 1, rows_seen.pop())
+        else:  # only the ids tell: refuse a count no edge explains (inputs.id_space_too_sparse)
+            num_nodes = max_id + 1
+            if id_space_too_sparse(num_nodes, len(src)):
+                raise sparse_ids_error(max_id, len(src), path=path)
     graph = Graph.homogeneous(src, dst, num_nodes, ndata=ndata, edata=edata)
     graph.validate(path)
     return graph

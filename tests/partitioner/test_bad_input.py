@@ -117,6 +117,18 @@ def test_text_id_far_beyond_the_edges_is_refused_naming_file_and_line(tmp_path, 
     assert f"'0 {HUGE_ID}'" in info.value.message
 
 
+def test_npz_id_far_beyond_the_edges_is_refused(tmp_path, memory_cap):
+    """The same rule for an .npz without num_nodes (and without node data to count)."""
+    from partitioner.readers.npz import read_npz
+
+    path = tmp_path / "g.npz"
+    np.savez(path, src=np.array([0, 1]), dst=np.array([1, HUGE_ID]))
+    with pytest.raises(PartitionInputError) as info:
+        read_npz(path)
+    _assert_names_id_and_fix(info.value)
+    assert info.value.path == str(path)
+
+
 def test_num_nodes_confirms_a_sparse_id_space(tmp_path, memory_cap):
     path = tmp_path / "e.txt"
     path.write_text(f"0 {HUGE_ID}\n")
