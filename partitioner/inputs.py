@@ -172,6 +172,17 @@ def _is_edge_attr(data: Any, key: str, value: Any, n: int, m: int) -> bool:
     return value.shape[0] == m and (key.startswith("edge_") or value.shape[0] != n)
 
 
+def read_npy(path: str | os.PathLike, what: str = "") -> np.ndarray:
+    """``np.load`` of a .npy file without pickles; a PartitionInputError naming the file (and
+    ``what``, e.g. ``"node feature 'x': "``) when it cannot be read as an array."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise PartitionInputError(f"{what}not a readable .npy array ({exc})",
+                                  path=os.fspath(path)) from exc
+    return arr
+
+
 def load_node_data(node_data: dict[str, str] | None) -> dict[str, np.ndarray]:
     """Load ``name -> .npy path`` feature files; errors name the .npy file."""
     loaded: dict[str, np.ndarray] = {}
@@ -179,12 +190,7 @@ def load_node_data(node_data: dict[str, str] | None) -> dict[str, np.ndarray]:
         npy = os.fspath(npy)
         if not os.path.exists(npy):
             raise PartitionInputError(f"node feature {name!r}: no such file", path=npy)
-        try:
-            arr = np.load(npy, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise PartitionInputError(
-                f"node feature {name!r}: not a readable .npy array ({exc})", path=npy
-            ) from exc
+        arr = read_npy(npy, f"node feature {name!r}: ")
         if not isinstance(arr, np.ndarray) or arr.ndim == 0:
             raise PartitionInputError(
                 f"node feature {name!r}: expected an array with one row per node", path=npy

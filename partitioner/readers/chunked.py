@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
 from ..format import ShardWriter, out_of_space_error, remove_stale_temps
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
+from ..inputs import read_npy
 from .text import check_id_range, parse_edge_columns
 from .text_writer import write_edge_lines
 
@@ -179,12 +180,7 @@ def _read_features(
             files, _ = _data_files(spec, where, "numpy", len(sizes), base, meta_path)
             chunks = []
             for file, size in zip(files, sizes, strict=True):
-                try:
-                    arr = np.load(file, allow_pickle=False)
-                except (ValueError, OSError, EOFError) as exc:
-                    raise PartitionInputError(
-                        f"not a readable .npy array ({exc})", path=file
-                    ) from exc
+                arr = read_npy(file)
                 if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
                     rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
                     raise PartitionInputError(

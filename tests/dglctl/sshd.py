@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import TIMEOUT
+
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 
@@ -75,7 +77,7 @@ def start_sshd(root: Path) -> TestSSHD:
     pub = (root / "host_key.pub").read_text().split()
     known = root / "known_hosts"
     known.write_text("".join(f"[{a}]:{port} {pub[0]} {pub[1]}\n" for a in ADDRESSES))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         try:
             socket.create_connection((ADDRESSES[2], port), timeout=0.2).close()

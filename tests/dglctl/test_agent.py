@@ -10,6 +10,7 @@ import time
 import pytest
 
 from dglctl.agent import _alive
+from tests.conftest import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 
@@ -18,7 +19,7 @@ def test_a_group_of_unreaped_zombies_counts_as_ended():
     # The leader exits and nobody reaps it yet: signal 0 still reaches the group, but nothing
     # runs (a detached job's wrappers wait for init to reap them; stop must not wait too).
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 3 * TIMEOUT
     while time.monotonic() < deadline:
         with open(f"/proc/{proc.pid}/stat") as f:
             if f.read().rsplit(")", 1)[1].split()[0] == "Z":

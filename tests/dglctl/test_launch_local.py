@@ -34,6 +34,27 @@ def _job_from(text: str) -> str:
     return m.group(1)
 
 
+def _detached_sleepers(parts, local_cluster, capsys, **changes) -> str:
+    """Launch a detached job of 'sleep' trainers on the local cluster with ``changes`` to its
+    YAML; return its id once all 4 trainers sleep (their pulls and loaders went through)."""
+    import yaml
+
+    data = yaml.safe_load(local_cluster.read_text())
+    local_cluster.write_text(yaml.safe_dump({**data, **changes}))
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
+                          str(parts[2]), "--detach", "--", "sleep"], capsys)
+    assert code == 0, err
+    job = _job_from(out)
+    deadline = time.monotonic() + 6 * TIMEOUT
+    while time.monotonic() < deadline and out.count("sleeping") < 4:
+        time.sleep(0.5)
+        out = run(["logs", job, "--role", "trainer"], capsys)[1]
+    if out.count("sleeping") != 4:
+        run(["stop", job], capsys)
+        raise AssertionError(f"not every trainer started:\n{out}")
+    return job
+
+
 def test_launch_runs_to_completion(parts, home, local_cluster, capsys):
     code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
                           str(parts[2]), "--", "ok"], capsys)
@@ -79,7 +100,7 @@ def test_killed_trainer_stops_job_within_seconds(parts, home, local_cluster, tmp
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 6 * TIMEOUT
     victim = None
     while time.monotonic() < deadline and victim is None:
         time.sleep(0.5)
@@ -143,20 +164,10 @@ def test_shared_memory_in_the_clusters_shm_dir(parts, home, local_cluster, tmp_p
     shm = tmp_path / "shm"
     shm.mkdir()
     data = yaml.safe_load(local_cluster.read_text())
-    data["env"] = {**data.get("env", {}), "DGLCTL_SHM_DIR": str(shm)}
-    data["samplers_per_trainer"] = 0
-    local_cluster.write_text(yaml.safe_dump(data))
-    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
-                          str(parts[2]), "--detach", "--", "sleep"], capsys)
-    assert code == 0, err
-    job = _job_from(out)
+    env = {**data.get("env", {}), "DGLCTL_SHM_DIR": str(shm)}
+    job = _detached_sleepers(parts, local_cluster, capsys, env=env, samplers_per_trainer=0)
     try:
         assert JobManifest.load(job).shm_dir == str(shm)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and out.count("sleeping") < 4:
-            time.sleep(0.5)
-            out = run(["logs", job], capsys)[1]
-        assert out.count("sleeping") == 4, out
         assert sorted(shm.glob(f"dglctl.{job}.m*")), "the servers map the partition there"
         assert leftovers(job)[1] == [], "nothing of the job in /dev/shm"
         stale = shm / f"dglctl.{job}.m1.left-by-a-killed-process"
@@ -214,7 +225,7 @@ def _launch_sleeping(parts, local_cluster, capsys) -> tuple[subprocess.Popen, st
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 9 * TIMEOUT
     while time.monotonic() < deadline:
         time.sleep(0.5)
         jobs = list_jobs()
@@ -297,23 +308,8 @@ def test_detached_job_from_ip_config_has_status_logs_and_stop(parts, home, tmp_p
 def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsys):
     """encrypt: true in the cluster YAML: servers, trainers (with their sampler processes),
     the launcher's readiness probe and 'dglctl status' all speak CURVE."""
-    import yaml
-
-    data = yaml.safe_load(local_cluster.read_text())
-    data["encrypt"] = True
-    local_cluster.write_text(yaml.safe_dump(data))
-    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
-                          str(parts[2]), "--detach", "--", "sleep"], capsys)
-    assert code == 0, err
-    job = _job_from(out)
+    job = _detached_sleepers(parts, local_cluster, capsys, encrypt=True)
     try:
-        deadline = time.monotonic() + 6 * TIMEOUT
-        while True:  # every trainer reaches its sleep: pulls and a loader went through
-            code, out, _ = run(["logs", job, "--role", "trainer"], capsys)
-            if out.count("sleeping") == 4 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert out.count("sleeping") == 4, out
         st = json.loads(run(["status", job, "--json"], capsys)[1])
         served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
         assert all(s and s["requests"] > 0 for s in served), served
