@@ -204,6 +204,51 @@ def stop_once(cluster_file: Path, part_config: Path, script: Path, work: Path) -
             "left": left, "clean": proc.returncode == 0 and not left}
 
 
+def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
+                timeout: float) -> dict[str, Any]:
+    """A supervised job whose launcher is SIGKILLed once every trainer has taken its first
+    step: seconds from the SIGKILL until nothing of the job is left (its wrappers end it when
+    the lease goes silent), against the lease's length for the cluster's ``timeout``."""
+    from dglctl.lease import lease_seconds
+
+    cfg = yaml.safe_load(cluster_file.read_text())
+    cluster = work / f"cluster-timeout{timeout:g}.yaml"
+    cluster.write_text(yaml.safe_dump({**cfg, "timeout": timeout}))
+    env = cli_env(work)
+    jobs = work / "home" / "jobs"
+    before = set(jobs.glob("*.json")) if jobs.exists() else set()
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
+                             str(cluster), "--part-config", str(part_config), "--", "600"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    job = None
+    try:
+        deadline = time.time() + 300
+        while job is None and time.time() < deadline:
+            new = [p for p in jobs.glob("*.json") if p not in before] if jobs.exists() else []
+            manifest = json.loads(new[0].read_text()) if new else {}
+            trainers = [Path(p["log"]) for p in manifest.get("procs", [])
+                        if p["role"] == "trainer"]
+            if len(trainers) == cfg["trainers_per_host"] * len(cfg["hosts"]) and all(
+                    "FIRST_STEP" in p.read_text(errors="replace") for p in trainers):
+                job, pgids = manifest["job_id"], [p["pgid"] for p in manifest["procs"]]
+            time.sleep(0.1)
+        if job is None:
+            raise RuntimeError("the supervised job's trainers did not reach their first step")
+        proc.kill()
+        t0 = time.perf_counter()
+        proc.wait()
+        while (left := leftovers(job, pgids)) and time.perf_counter() - t0 < 10 * timeout + 60:
+            time.sleep(0.05)
+        return {"timeout": timeout, "lease_s": lease_seconds(timeout),
+                "orphan_s": time.perf_counter() - t0, "left": left}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if job is not None:
+            subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
+                           env=env, timeout=120)
+
+
 def direct_once(part_config: Path, script: Path, work: Path, hosts: int, *,
                 stop: bool = False) -> dict[str, Any]:
     """The baseline: the same servers and trainers started with python directly (no launcher),
@@ -316,6 +361,23 @@ def copy_throughput(cluster_file: Path, sshd, work: Path, size_mb: int, repeat: 
             "scp_mbs": size / statistics.median(scp_t) / 1e6}
 
 
+def report_orphans(cluster_file: Path, part_config: Path, work: Path,
+                   args: argparse.Namespace) -> int:
+    """Print the SIGKILLed-launcher figure for each timeout, ``--repeat`` times each."""
+    script = write_first_step(work)
+    for timeout in args.orphan or [3.0, 10.0]:
+        runs = [orphan_once(cluster_file, part_config, script, work, timeout)
+                for _ in range(args.repeat)]
+        took = [r["orphan_s"] for r in runs]
+        lease = runs[0]["lease_s"]
+        left = [x for r in runs for x in r["left"]]
+        state = "nothing left" if not left else "LEFT: " + ", ".join(left)
+        print(f"launcher SIGKILLed, timeout {timeout:g}s (lease {lease:g}s): nothing of the job "
+              f"left after {statistics.median(took):.1f}s (runs {[round(x, 1) for x in took]}; "
+              f"{state}); ratio to the lease {statistics.median(took) / lease:.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--nodes", type=int, default=300_000)
@@ -324,6 +386,9 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=3, choices=[2, 3])
     ap.add_argument("--ssh", action="store_true", help="over a real sshd (needs root)")
     ap.add_argument("--copy-mb", type=int, default=256)
+    ap.add_argument("--orphan", type=float, nargs="*", metavar="TIMEOUT", default=None,
+                    help="only the SIGKILLed-launcher figure, for each cluster timeout given "
+                         "[default: 3 10]")
     args = ap.parse_args()
     from partitioner import partition_graph
     from partitioner.generate import generate_graph
@@ -345,6 +410,8 @@ def main() -> int:
                   "(goal >= 0.80)")
         else:
             cluster_file = local_cluster_file(work / "cluster.yaml", hosts=args.hosts)
+        if args.orphan is not None:
+            return report_orphans(cluster_file, part_config, work, args)
         r = measure_launch(cluster_file, part_config, work, hosts=args.hosts, repeat=args.repeat,
                            log=lambda m: print(m, file=sys.stderr, flush=True))
     finally:

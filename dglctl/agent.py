@@ -9,11 +9,15 @@ group, records the child's pid, and writes the child's exit status when it ends,
 launcher can tell "exited with code 3" from "killed by signal 9" from "missing". Pids are
 recycled: the agent records who leads each group (start time, boot), and a stop signals a group
 only while that leader still does. What it writes is private: folders 0700, files 0600.
+
+A supervised job's wrappers also watch the job's lease (``dglctl.lease``): when the launcher
+stops renewing it, they end their processes and remove the job's shared memory themselves.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +28,19 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
+from .lease import age as lease_age
+from .proc_groups import (
+    alive,
+    identity,
+    leader_state,
+    live_groups,
+    members,
+    proc_stats,
+    signal_groups,
+    wait_ended,
+)
 
 JOBS_DIR = "jobs"
 
@@ -127,124 +144,105 @@ def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
         env_file.unlink()  # the job token is in it: keep it on disk no longer than needed
     log = _open_private(job / f"{name}.log", os.O_APPEND)
     wrapper = [sys.executable, "-m", "dglctl.agent", "wrap", "--rc", str(job / f"{name}.rc"),
-               "--pidfile", str(job / f"{name}.pid"), "--", *json.loads(args.argv)]
+               "--pidfile", str(job / f"{name}.pid")]
+    if args.lease is not None:
+        renew(job / LEASE_NAME)  # the lease runs from now, whenever the launcher renews next
+        wrapper += ["--lease", str(job / LEASE_NAME), "--lease-seconds", str(args.lease),
+                    "--grace", str(args.grace), "--job", args.job,
+                    "--shm-dir", env.get("DGLCTL_SHM_DIR", "")]
+    wrapper += ["--", *json.loads(args.argv)]
     proc = subprocess.Popen(wrapper, cwd=os.path.expanduser(args.cwd), env=env, stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     os.close(log)
     # Read while the wrapper is this process's child: even if it has exited already, it is
     # not reaped before this agent exits, so its pid cannot name another process yet.
-    leader = _identity(proc.pid)
+    leader = identity(proc.pid)
     _write_private(job / f"{name}.leader.json", json.dumps(leader))
     return {"pgid": proc.pid, "log": str(job / f"{name}.log"), "leader": leader}
 
 
 def cmd_wrap(args: argparse.Namespace) -> int:
-    """Run the child, keep the group alive until it ends, record its exit status."""
+    """Run the child, keep the group alive until it ends, record its exit status. With a
+    lease, end the child (and its group) when the lease has been silent too long."""
     # The cluster YAML may name the program under "~" (python: ~/venvs/x/bin/python).
     child = subprocess.Popen([os.path.expanduser(args.argv[0]), *args.argv[1:]])
     _write_private(Path(args.pidfile), str(child.pid))
     # A signal to the group reaches the child directly; the wrapper only waits for it.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    code = child.wait()
-    _write_private(Path(args.rc), json.dumps({"code": code, "time": time.time()}))
+    record: dict[str, Any] = {}
+    if args.lease is None:
+        code = child.wait()
+    else:
+        code, silent = _wait_leased(child, args)
+        if silent is not None:
+            record["lease_expired"] = round(silent, 1)
+    _write_private(Path(args.rc), json.dumps({"code": code, "time": time.time(), **record}))
     return 0
 
 
-# --- who leads a group -------------------------------------------------------------------------
-def _identity(pid: int) -> dict[str, Any]:
-    """What tells process ``pid`` from a later one with the same pid: its start time in clock
-    ticks since boot (field 22 of /proc/PID/stat; None: no such process) and the boot id."""
+def _wait_leased(child: subprocess.Popen, args: argparse.Namespace) -> tuple[int, float | None]:
+    """Wait for the child while the lease is renewed: ``(its exit code, None)``. Once the lease
+    is silent for ``--lease-seconds``: TERM the group, KILL what is left after ``--grace``,
+    remove the job's shared memory here; ``(the child's code, seconds of silence)``."""
+    watch = LeaseWatch(Path(args.lease))
+    poll = min(1.0, args.lease_seconds / 10)
+    while True:
+        try:
+            return child.wait(timeout=poll), None
+        except subprocess.TimeoutExpired:
+            pass
+        silent = watch.silence()
+        if silent > args.lease_seconds:
+            break
+    print(f"dglctl agent: job {args.job}: its launcher has not renewed the job's lease for "
+          f"{silent:.0f}s (the limit is {args.lease_seconds:g}s, {LEASE_TIMEOUTS} job timeouts): it was killed "
+          "or lost its connection to this host; stopping this process (a job launched with "
+          "--detach runs without its launcher)", file=sys.stderr, flush=True)
+    group = os.getpgid(0)
+    os.killpg(group, signal.SIGTERM)  # this wrapper ignores it
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            start = int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        start = None
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        boot = None
-    return {"pgid": pid, "start": start, "boot": boot}
+        code = child.wait(timeout=args.grace)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        code = child.wait()
+    for pid in members(group):  # what the child started and left behind
+        if pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _remove_job_files(args.job, args.shm_dir or None)
+    return code, silent
+
+
+def _remove_job_files(job_id: str, shm_dir: str | None) -> int:
+    """Remove the job's shared memory (in ``shm_dir``, default /dev/shm) and its trainers'
+    sampler socket folders here; how many shared-memory files there were."""
+    from runtime.store.shm import job_files, sampler_dirs
+
+    shm = job_files(job_id, Path(os.path.expanduser(shm_dir)) if shm_dir else None)
+    for f in shm:
+        f.unlink(missing_ok=True)
+    for d in sampler_dirs(job_id):  # left by trainers that could not clean up (killed)
+        shutil.rmtree(d, ignore_errors=True)
+    return len(shm)
 
 
 def _leader(job: Path, name: str, pgid: int) -> str:
-    """Whether group ``pgid`` is still the one the agent started as ``name``: "ours" (its
-    leader, the wrapper, runs or awaits reaping with the recorded identity), "gone" (no
-    process has that id), "other" (another has it, or the host rebooted), or "unknown" (no
-    identity recorded: started by an older agent, or without /proc)."""
-    rec = _read_json(job / f"{name}.leader.json")
-    if not isinstance(rec, dict) or rec.get("start") is None:
-        return "unknown"
-    now = _identity(pgid)
-    same_id = (now["pgid"], now["boot"]) == (rec.get("pgid"), rec.get("boot"))
-    return "ours" if now == rec else "gone" if same_id and now["start"] is None else "other"
-
-
-def _alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (zombies waiting to be reaped do not)."""
-    return pgid in _live_groups([pgid])
-
-
-def _live_groups(pgids) -> set[int]:
-    """The groups among ``pgids`` with a process that still runs, from one pass over /proc.
-
-    A group whose processes have all exited still answers signal 0 until its zombies are
-    reaped; a detached job's wrappers are reaped by init, which took 2 s on the project's VMs
-    (and every stop waited for it). /proc tells the states; without /proc, signal 0 decides.
-    """
-    candidates = set()
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            pass
-        candidates.add(pgid)
-    if not candidates:
-        return candidates
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return candidates
-    live = set()
-    for d in entries:
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        group = int(fields[2])
-        if group in candidates and fields[0] not in (b"Z", b"X"):
-            live.add(group)
-    return live
-
-
-def _proc_stats(pid: int) -> dict[str, Any]:
-    """CPU seconds and resident memory of a process from /proc (Linux)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        cpu = (int(fields[11]) + int(fields[12])) / ticks
-        rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        start = int(fields[19]) / ticks
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return {"cpu_seconds": cpu, "rss_bytes": rss, "uptime": max(0.0, uptime - start)}
-    except (OSError, IndexError, ValueError):
-        return {}
+    """Whether group ``pgid`` is still the one the agent started as ``name`` (see
+    :func:`~dglctl.proc_groups.leader_state`)."""
+    return leader_state(_read_json(job / f"{name}.leader.json"), pgid)
 
 
 def _state(job: Path, name: str, pgid: int) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "pgid": pgid}
     rc = _read_json(job / f"{name}.rc")
-    if rc is None and _alive(pgid) and _leader(job, name, pgid) != "other":
+    if rc is None and alive(pgid) and _leader(job, name, pgid) != "other":
         pid_text = (job / f"{name}.pid").read_text() if (job / f"{name}.pid").exists() else ""
         out["state"] = "running"
+        out["lease_age"] = lease_age(job / LEASE_NAME)  # None: no lease (detached)
         if pid_text.strip().isdigit():
-            out.update(pid=int(pid_text), **_proc_stats(int(pid_text)))
+            out.update(pid=int(pid_text), **proc_stats(int(pid_text)))
         return out
     if rc is None:
         # The wrapper writes the exit status and then exits: between the first read and the
@@ -257,8 +255,8 @@ def _state(job: Path, name: str, pgid: int) -> dict[str, Any]:
     code = rc["code"]
     out.update(state="exited" if code >= 0 else "killed",
                code=code if code >= 0 else None, signal=-code if code < 0 else None,
-               ended=rc["time"])
-    if _alive(pgid) and _leader(job, name, pgid) != "other":
+               ended=rc["time"], lease_expired=rc.get("lease_expired"))
+    if alive(pgid) and _leader(job, name, pgid) != "other":
         out["stragglers"] = True  # the child ended but something else of its group lives on
     return out
 
@@ -270,6 +268,13 @@ def cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
     return {name: _state(job, name, int(pgid)) for name, pgid in procs.items()}
 
 
+def cmd_renew(args: argparse.Namespace) -> dict[str, Any]:
+    """Renew the job's lease here (its supervising launcher does, every half timeout)."""
+    job = _job_dir(args.workspace, args.job)
+    renew(_private_dir(job) / LEASE_NAME)
+    return {"renewed": time.time()}
+
+
 def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     """TERM each recorded group that still runs as the job's, KILL after the grace period,
     remove the job's shared memory (in --shm-dir: the DGLCTL_SHM_DIR its processes were
@@ -277,26 +282,19 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     job = _job_dir(args.workspace, args.job)
     procs = {name: int(pgid) for name, pgid in json.loads(args.procs).items()}
     targets, skipped = _stoppable(job, procs)
-    signalled, denied = _signal(targets, signal.SIGTERM)
+    signalled, denied = signal_groups(targets, signal.SIGTERM)
     targets = {n: g for n, g in targets.items() if n not in denied}
-    _wait_ended(targets.values(), args.grace)
+    wait_ended(targets.values(), args.grace)
     # The wrapper exits once its child has, so a group may have lost its leader by now; its
     # id cannot name a new group while a member lives, so only another leader spares it.
-    live = _live_groups(targets.values())
-    killed, refused = _signal({n: g for n, g in targets.items()
-                               if g in live and _leader(job, n, g) != "other"}, signal.SIGKILL)
-    _wait_ended(targets.values(), 5.0)
-    from runtime.store.shm import job_files, sampler_dirs
-
-    shm_root = Path(os.path.expanduser(args.shm_dir)) if args.shm_dir else None
-    shm = job_files(args.job, shm_root)
-    for f in shm:
-        f.unlink(missing_ok=True)
-    for d in sampler_dirs(args.job):  # left by trainers that could not clean up (killed)
-        shutil.rmtree(d, ignore_errors=True)
-    live = _live_groups(targets.values())
+    live = live_groups(targets.values())
+    killed, refused = signal_groups({n: g for n, g in targets.items()
+                                     if g in live and _leader(job, n, g) != "other"}, signal.SIGKILL)
+    wait_ended(targets.values(), 5.0)
+    shm_removed = _remove_job_files(args.job, args.shm_dir)
+    live = live_groups(targets.values())
     survivors = [n for n, g in targets.items() if g in live and n not in refused]
-    return {"terminated": signalled, "killed": killed, "shm_removed": len(shm),
+    return {"terminated": signalled, "killed": killed, "shm_removed": shm_removed,
             "survivors": survivors, "denied": denied + refused, "skipped": skipped,
             "states": {n: _state(job, n, g) for n, g in procs.items()}}
 
@@ -311,32 +309,11 @@ def _stoppable(job: Path, procs: dict[str, int]) -> tuple[dict[str, int], dict[s
         elif (who := _leader(job, name, pgid)) != "ours":
             skipped[name] = {"gone": "not running", "unknown": "no identity recorded",
                              "other": "its group id now belongs to another process"}[who]
-        elif not _alive(pgid):
+        elif not alive(pgid):
             skipped[name] = "not running"  # its leader awaits reaping: nothing to signal
         else:
             targets[name] = pgid
     return targets, skipped
-
-
-def _signal(groups: dict[str, int], sig: int) -> tuple[list[str], list[str]]:
-    """Send ``sig`` to each group: (names signalled, names of another user's groups)."""
-    sent, denied = [], []
-    for name, pgid in groups.items():
-        try:
-            os.killpg(pgid, sig)
-            sent.append(name)
-        except ProcessLookupError:
-            pass  # ended meanwhile
-        except PermissionError:
-            denied.append(name)
-    return sent, denied
-
-
-def _wait_ended(pgids, seconds: float) -> None:
-    """Until none of ``pgids`` has a running process, at most ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and _live_groups(pgids):
-        time.sleep(0.05)
 
 
 def cmd_logs(args: argparse.Namespace) -> dict[str, Any]:
@@ -386,10 +363,21 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("start")
     for a in ("--workspace", "--job", "--name", "--cwd", "--argv"):
         s.add_argument(a, required=True)
+    s.add_argument("--lease", type=float, default=None,
+                   help="end the process when the job's lease is silent this many seconds")
+    s.add_argument("--grace", type=float, default=10.0)
     s = sub.add_parser("wrap")
     s.add_argument("--rc", required=True)
     s.add_argument("--pidfile", required=True)
+    s.add_argument("--lease", default=None, help="the lease file to watch")
+    s.add_argument("--lease-seconds", type=float, default=30.0)
+    s.add_argument("--grace", type=float, default=10.0)
+    s.add_argument("--job", default="")
+    s.add_argument("--shm-dir", default="")
     s.add_argument("argv", nargs=argparse.REMAINDER)
+    s = sub.add_parser("renew")
+    for a in ("--workspace", "--job"):
+        s.add_argument(a, required=True)
     for name in ("probe", "stop"):
         s = sub.add_parser(name)
         for a in ("--workspace", "--job", "--procs"):

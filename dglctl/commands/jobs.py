@@ -74,12 +74,18 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
             how = f"exited {s.code}"
         elif s.state is ProcStatus.KILLED:
             how = f"killed ({s.signal})"
+        if s.lease_expired is not None:
+            how = "lease expired"  # ended by its wrapper: the launcher had gone
         rows.append({"host": m.hosts[p.host].name, "role": p.role, "rank": p.rank,
                      "pid": s.pid, "pgid": p.pgid, "state": how, "uptime": s.uptime,
                      "cpu_seconds": s.cpu_seconds, "rss_bytes": s.rss_bytes,
                      "server_stats": stats.get(p.name)})
-    display.json({"job": m.job_id, "state": state, "processes": rows, "result": m.result})
+    supervision, said = _supervision(m, states)
+    display.json({"job": m.job_id, "state": state, "supervision": supervision,
+                  "processes": rows, "result": m.result})
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, {len(m.hosts)} hosts)")
+    if alive:
+        display.result(said)
     display.result(f"{'host':<10} {'role':<8} {'rank':>4} {'pid':>8} {'state':<14} "
                    f"{'uptime':>7} {'cpu':>7} {'mem':>9}")
     for r in rows:
@@ -90,6 +96,24 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
                  f"{served['clients']} clients" if served else "")
         display.result(f"{r['host']:<10} {r['role']:<8} {r['rank']:>4} {r['pid'] or '-':>8} "
                        f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}{extra}")
+
+
+def _supervision(m: JobManifest, states: dict[str, ProcState]) -> tuple[dict[str, Any], str]:
+    """Who keeps the job running, for ``--json`` and in words: a detached job runs on by
+    itself; a supervised one ends soon after its launcher stops renewing the lease."""
+    if m.lease_seconds is None:
+        return {"mode": "detached"}, "detached: runs until it ends or 'dglctl stop'"
+    ages = [s.lease_age for s in states.values() if s.lease_age is not None]
+    age = max(ages) if ages else None  # the host that heard from the launcher least recently
+    out = {"mode": "supervised", "launcher": m.launcher, "lease_seconds": m.lease_seconds,
+           "lease_age": age}
+    who = f"pid {m.launcher.get('pid')} on {m.launcher.get('host')}" if m.launcher else "?"
+    if age is not None and age > m.lease_seconds:
+        return out, (f"supervised, but its launcher ({who}) has not renewed the lease for "
+                     f"{age:.0f}s: the processes are ending by themselves")
+    when = f"renewed {age:.0f}s ago" if age is not None else "not renewed yet"
+    return out, (f"supervised by its launcher ({who}): lease {when}; the processes end by "
+                 f"themselves {m.lease_seconds:g}s after the launcher's last renewal")
 
 
 def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[str, dict]:
@@ -108,7 +132,8 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
     try:
         machines = read_ip_config(manifest.ip_config)
         num = 1 + max(p.rank for p in manifest.procs if p.role == "server")
-        pool = ServerPool(machines, num, manifest.token, 3.0, client_name="dglctl-status",
+        pool = ServerPool(machines, num, manifest.token, manifest.timeout,
+                          client_name="dglctl-status",
                           keeps_server=False, encrypt=manifest.encrypt)
     except DistError:
         return {}

@@ -39,6 +39,11 @@ class ProcState:
     rss_bytes: int | None = None
     uptime: float | None = None
     stragglers: bool = False  # the process ended but others of its group still run
+    # Seconds since the job's lease was renewed on its host (running processes of a
+    # supervised job; None: no lease, a detached job), and, for a process its wrapper ended
+    # because the lease went silent, how long it had been.
+    lease_age: float | None = None
+    lease_expired: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -59,7 +64,8 @@ class ProcState:
                    code=data.get("code"), signal=data.get("signal"), ended=data.get("ended"),
                    pid=data.get("pid"), cpu_seconds=data.get("cpu_seconds"),
                    rss_bytes=data.get("rss_bytes"), uptime=data.get("uptime"),
-                   stragglers=bool(data.get("stragglers", False)))
+                   stragglers=bool(data.get("stragglers", False)),
+                   lease_age=data.get("lease_age"), lease_expired=data.get("lease_expired"))
 
 
 @dataclass(frozen=True)
@@ -155,11 +161,19 @@ class AgentClient:
         return {rel: None if v is None else FileStat(int(v["size"]), v.get("xxh3_128"))
                 for rel, v in raw.items()}
 
-    def start(self, job: str, name: str, cwd: str, argv: Sequence[str]) -> Started:
-        """Start ``argv`` detached under the agent's wrapper (its env file must be in place)."""
+    def start(self, job: str, name: str, cwd: str, argv: Sequence[str], *,
+              lease: float | None = None, grace: float = 10.0) -> Started:
+        """Start ``argv`` detached under the agent's wrapper (its env file must be in place).
+        With ``lease`` (seconds), the wrapper ends it (TERM, KILL after ``grace``) once the
+        job's lease on the host has not been renewed for that long."""
+        extra = [] if lease is None else ["--lease", str(lease), "--grace", str(grace)]
         r = self._call("start", *self._job(job), "--name", name, "--cwd", cwd,
-                       "--argv", json.dumps(list(argv)))
+                       "--argv", json.dumps(list(argv)), *extra)
         return Started(int(r["pgid"]), r["log"])
+
+    def renew(self, job: str, timeout: float = 60.0) -> None:
+        """Renew the job's lease on the host."""
+        self._call("renew", *self._job(job), timeout=timeout)
 
     def probe(self, job: str, procs: Mapping[str, int]) -> dict[str, ProcState]:
         """The state of each of ``procs`` (name -> process group)."""

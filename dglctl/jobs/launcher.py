@@ -8,8 +8,10 @@ group on every host (TERM, grace period, KILL) and removes the job's shared memo
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from ..errors import ConfigError, IntegrityError, Interrupted, JobFailed, Prefli
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.transport import Transport, make_transport
+from ..lease import lease_seconds, renew_interval
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import (
@@ -37,6 +40,7 @@ from .plan import (
     preflight_ports,
     select_hosts,
 )
+from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
 
 __all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
@@ -95,6 +99,9 @@ class Launcher:
         self.manifest: JobManifest | None = None
         self.logs = LogStream(self.clients, self.job_id)
         self.local_ip_config = dglctl_home() / "jobs" / f"{self.job_id}.ip_config.txt"
+        # A detached job runs without its launcher; a supervised one ends soon after it.
+        self.lease = None if opts.detach else lease_seconds(cluster.timeout)
+        self.renewer: LeaseRenewer | None = None
 
     def dry_run(self) -> JobPlan:
         """The plan, without contacting any host: configured workspaces and port base."""
@@ -114,6 +121,10 @@ class Launcher:
             self._step(1, "preflight", self.preflight)
             self._step(2, "copy", self.copy)
             started = True
+            if self.lease is not None:
+                self.renewer = LeaseRenewer(self.clients, self.job_id,
+                                            renew_interval(self.cluster.timeout),
+                                            call_timeout=self.lease).start()
             self._step(3, "servers", self.start_servers)
             self._step(4, "trainers", self.start_trainers)
             if self.opts.detach:
@@ -139,6 +150,8 @@ class Launcher:
         finally:
             for sig, h in old.items():
                 signal.signal(sig, h)
+            if self.renewer is not None:
+                self.renewer.stop()  # the teardown ends the job; so would the lapsed lease
             if started and self.manifest is not None and not (
                     self.opts.detach and self.manifest.state == JobState.RUNNING):
                 self.teardown()
@@ -264,7 +277,9 @@ class Launcher:
             part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
             hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)
                    for h in plan.hosts],
-            shm_dir=plan.shm_dir, encrypt=self.cluster.encrypt)
+            shm_dir=plan.shm_dir, encrypt=self.cluster.encrypt, lease_seconds=self.lease,
+            timeout=self.cluster.timeout,
+            launcher={"pid": os.getpid(), "host": socket.gethostname()})
         self.manifest.save()
 
     def _start(self, spec: ProcSpec) -> None:
@@ -274,7 +289,8 @@ class Launcher:
         # The env (with the job token) travels as a 0600 file, never on a command line.
         t.put_bytes(json.dumps(dict(spec.env)).encode(),
                     f"jobs/{self.job_id}/{spec.name}.env.json", mode=0o600)
-        started = client.start(self.job_id, spec.name, spec.cwd, spec.argv)
+        started = client.start(self.job_id, spec.name, spec.cwd, spec.argv, lease=self.lease,
+                               grace=self.cluster.timeout)
         rec = ProcRecord(spec.name, spec.host, spec.role, spec.rank, started.pgid, started.log,
                          spec.port)
         self.manifest.procs.append(rec)

@@ -106,6 +106,11 @@ class JobManifest:
     result: dict[str, Any] = field(default_factory=dict)
     shm_dir: str | None = None  # the hosts' shared-memory folder (None: the agent's default)
     encrypt: bool = False  # the servers want encrypted connections (status must know)
+    # None: a --detach'ed job, which runs without its launcher; else how long the job's
+    # processes outlive their launcher's last renewal of the lease on their host.
+    lease_seconds: float | None = None
+    timeout: float = 10.0  # the cluster's timeout: how long status waits for a server
+    launcher: dict[str, Any] = field(default_factory=dict)  # pid and host of the launcher
 
     def __post_init__(self) -> None:
         # The record as this copy last read or wrote it: what tells its own changes apart.

@@ -69,6 +69,10 @@ def signal_name(sig: int | None) -> str:
 
 def how_it_ended(state: ProcState) -> str:
     """A process's end in words: 'exited with code 3', 'was killed by signal 9 (SIGKILL)'."""
+    if state.lease_expired is not None:
+        return (f"was ended by its host's agent: the launcher had not renewed the job's lease "
+                f"there for {state.lease_expired:.0f}s (the launcher was killed, stalled, or "
+                "cut off from the host)")
     return {ProcStatus.EXITED: f"exited with code {state.code}",
             ProcStatus.KILLED: f"was killed by signal {state.signal} ({signal_name(state.signal)})",
             ProcStatus.MISSING: "disappeared (killed together with its wrapper)",

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dglctl.agent import _alive
+from dglctl.proc_groups import alive as _alive
 from tests.conftest import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess

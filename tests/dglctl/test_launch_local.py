@@ -316,3 +316,29 @@ def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsy
     finally:
         assert run(["stop", job], capsys)[0] == 0
     assert leftovers(job) == ([], [])
+
+
+def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, local_cluster,
+                                                                    capsys):
+    """A server paused for less than the job's timeout still answers status (which used to
+    give up after a fixed 3 s and report no server figures)."""
+    import threading
+
+    job = _detached_sleepers(parts, local_cluster, capsys, timeout=8)
+    server = next(p for p in JobManifest.load(job).procs if p.role == "server")
+    pid = int(Path(server.log).with_suffix(".pid").read_text())
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        resume = threading.Timer(5.0, os.kill, (pid, signal.SIGCONT))
+        resume.start()
+        try:
+            st = json.loads(run(["status", job, "--json"], capsys)[1])
+        finally:
+            resume.cancel()
+            os.kill(pid, signal.SIGCONT)
+        stats = {p["rank"]: p["server_stats"] for p in st["processes"] if p["role"] == "server"
+                 and p["host"] == "m0"}
+        assert stats[0] and stats[0]["requests"] > 0, st["processes"]
+    finally:
+        assert run(["stop", job], capsys)[0] == 0
+    assert leftovers(job) == ([], [])

@@ -1,0 +1,131 @@
+"""A supervised job ends by itself soon after its launcher dies (SIGKILL, lost connection);
+a detached one runs on. Real launchers, real processes, local and over a real sshd."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dglctl.cli import main
+from dglctl.jobs.manifest import JobManifest, list_jobs
+from dglctl.lease import lease_seconds
+from tests.conftest import TIMEOUT
+from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 (a fixture)
+
+TRAINER = str(SCRIPTS / "trainer.py")
+JOB_TIMEOUT = 3.0  # the cluster's timeout: the lease lasts 3 of them
+
+
+def _with(cluster: Path, **changes) -> Path:
+    data = yaml.safe_load(cluster.read_text())
+    cluster.write_text(yaml.safe_dump({**data, **changes}))
+    return cluster
+
+
+def _status(job: str, capsys) -> dict:
+    capsys.readouterr()  # what came before
+    code = main(["status", job, "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def _sleeping_job(cluster: Path, part_config: Path, trainers: int, *extra: str):
+    """Start ``dglctl launch`` of sleeping trainers in a process of its own; return it and the
+    job's manifest once every trainer sleeps (its pulls went through)."""
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
+                             str(cluster), "--part-config", str(part_config), *extra, "--",
+                             "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
+    deadline = time.monotonic() + 6 * TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        jobs = list_jobs()
+        if not jobs:
+            continue
+        m = JobManifest.load(jobs[-1].job_id)
+        logs = [Path(p.log) for p in m.procs if p.role == "trainer"]
+        if len(logs) == trainers and all(b"sleeping" in p.read_bytes() for p in logs):
+            return proc, m
+        if proc.poll() is not None and "--detach" not in extra:
+            break
+    proc.kill()
+    out, err = proc.communicate()
+    raise AssertionError(f"the trainers did not all start:\n{out}\n{err}")
+
+
+def _gone_within(job: str, seconds: float) -> float:
+    """Seconds until nothing of the job is left on this machine (processes, shared memory),
+    or an AssertionError naming what was left after ``seconds``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if leftovers(job) == ([], []):
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"job {job}: still there after {seconds:.0f}s: {leftovers(job)}")
+
+
+def _kill_launcher_and_time(proc: subprocess.Popen, m: JobManifest) -> float:
+    assert JobManifest.load(m.job_id).lease_seconds == lease_seconds(JOB_TIMEOUT)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    # The lease, the wrapper's grace (one timeout), and the test's slack for a busy machine.
+    return _gone_within(m.job_id, lease_seconds(JOB_TIMEOUT) + JOB_TIMEOUT + 2 * TIMEOUT)
+
+
+@pytest.mark.multiprocess
+def test_sigkilled_launcher_leaves_nothing_running(parts, home, local_cluster, capsys):
+    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    proc, m = _sleeping_job(cluster, parts[2], 4)
+    try:
+        st = _status(m.job_id, capsys)
+        assert st["supervision"]["mode"] == "supervised"
+        assert st["supervision"]["lease_age"] < lease_seconds(JOB_TIMEOUT)
+        took = _kill_launcher_and_time(proc, m)
+    finally:
+        proc.kill()
+        main(["stop", m.job_id])
+    print(f"from the SIGKILLed launcher to nothing left: {took:.1f}s")
+    # Not before the lease ran out: the job was not ended by anything else.
+    assert took > lease_seconds(JOB_TIMEOUT) - 2 * JOB_TIMEOUT
+    trainer_log = Path(next(p.log for p in m.procs if p.role == "trainer")).read_text()
+    assert "has not renewed the job's lease" in trainer_log
+    st = _status(m.job_id, capsys)
+    assert st["state"] == "stopped"
+    assert {p["state"] for p in st["processes"]} <= {"lease expired"}, st["processes"]
+
+
+@pytest.mark.multiprocess
+def test_detached_job_runs_on_without_its_launcher(parts, home, local_cluster, capsys):
+    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    proc, m = _sleeping_job(cluster, parts[2], 4, "--detach")
+    try:
+        assert proc.wait(timeout=6 * TIMEOUT) == 0  # the launcher is gone
+        assert JobManifest.load(m.job_id).lease_seconds is None
+        time.sleep(lease_seconds(JOB_TIMEOUT) + 2 * JOB_TIMEOUT)  # past any lease
+        st = _status(m.job_id, capsys)
+        assert st["supervision"]["mode"] == "detached"
+        assert [p["state"] for p in st["processes"]] == ["running"] * 6
+    finally:
+        main(["stop", m.job_id])
+    assert leftovers(m.job_id) == ([], [])
+
+
+@pytest.mark.ssh
+def test_sigkilled_launcher_over_ssh_leaves_nothing(sshd, parts, home, tmp_path):  # noqa: F811
+    cluster = write_cluster(tmp_path / "c.yaml", sshd, timeout=JOB_TIMEOUT)
+    proc, m = _sleeping_job(cluster, parts[3], 3)
+    try:
+        _kill_launcher_and_time(proc, m)
+    finally:
+        proc.kill()
+        main(["stop", m.job_id])
