@@ -9,6 +9,14 @@ from typing import Any
 import click
 
 
+def human_bytes(n: float) -> str:
+    """``n`` bytes for people: ``512 B``, ``2.8 MB``, ``1.20 GB`` (powers of 1000)."""
+    for unit, scale, digits in (("GB", 1e9, 2), ("MB", 1e6, 1), ("kB", 1e3, 0)):
+        if abs(n) >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n:.0f} B"
+
+
 class Display:
     """Renders progress, results and errors; ``json_mode`` keeps stdout machine-readable."""
 

@@ -65,6 +65,11 @@ class RemoteCommandFailed(HostError):
     """A command on a host exited non-zero (names host, command, code, last lines)."""
 
 
+class CopyFailed(HostError):
+    """A file could not be written on a host (full disk, quota, permissions); nothing
+    partial is left there."""
+
+
 class PreflightError(DglctlError):
     """Problems found before anything started (all of them, one report)."""
 

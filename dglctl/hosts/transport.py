@@ -9,6 +9,7 @@ into a shell line unquoted.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -21,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ClusterConfig, Host
-from ..errors import AuthFailed, HostUnreachable, RemoteCommandFailed, UnknownHostKey
+from ..display import human_bytes
+from ..errors import (
+    AuthFailed,
+    CopyFailed,
+    HostUnreachable,
+    RemoteCommandFailed,
+    UnknownHostKey,
+)
 
 AGENT = ["-m", "dglctl.agent"]
 SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
@@ -107,11 +115,27 @@ class Transport:
 
     def put(self, source: Path, rel: str, mode: int = 0o644) -> None:
         """Copy a local file into the workspace atomically (temp name, then rename)."""
-        self.write_file(self.path(rel), None, source, mode)
+        self._write(self.path(rel), None, source, mode)
 
     def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> None:
         """Write ``data`` to ``rel`` in the workspace atomically."""
-        self.write_file(self.path(rel), data, None, mode)
+        self._write(self.path(rel), data, None, mode)
+
+    def _write(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+        """``write_file``, with a failure on the host (a full disk, a quota) as CopyFailed
+        naming the host, the file and the size; the transports leave no temp file behind."""
+        try:
+            self.write_file(path, data, source, mode)
+        except (OSError, RemoteCommandFailed) as e:
+            if isinstance(e, FileNotFoundError) and source is not None and not source.exists():
+                raise  # the local file is missing: not the host's fault
+            size = source.stat().st_size if source is not None else len(data or b"")
+            detail = e.message if isinstance(e, RemoteCommandFailed) else (
+                e.strerror or str(e) or type(e).__name__)
+            raise CopyFailed(
+                f"host {self.host.name}: writing {path} ({human_bytes(size)}) failed: {detail}",
+                hint=f"check free space and quota in {self.workspace} on {self.host.name} "
+                     "('df -h'); nothing partial was left there") from None
 
 
 class LocalTransport(Transport):
@@ -255,14 +279,20 @@ class SSHTransport(Transport):
         private = self._private_dir(parent)
         tmp = f"{private}/{name}"
         try:
-            big = source is not None and source.stat().st_size >= SCP_MIN_BYTES
-            if big and self._scp(source, tmp):
+            size = source.stat().st_size if source is not None else len(data or b"")
+            if size >= SCP_MIN_BYTES and source is not None and self._scp(source, tmp):
                 sftp.chmod(tmp, mode)
             else:
                 with sftp.open(tmp, "wb") as f:
                     f.chmod(mode)
                     f.set_pipelined(True)
                     self._send(f, data, source)
+            # Pipelined SFTP writes do not report a full disk: the file just ends short
+            # (seen on OpenSSH 9 with a full tmpfs). The size tells, before the rename.
+            arrived = sftp.stat(tmp).st_size
+            if arrived != size:
+                raise OSError(errno.ENOSPC, f"only {arrived} of {size} bytes arrived (is the "
+                                            "disk full?)", path)
             sftp.posix_rename(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):

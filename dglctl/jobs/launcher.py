@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from ..config import ClusterConfig, Host
-from ..display import Display
+from ..display import Display, human_bytes
 from ..errors import ConfigError, IntegrityError, Interrupted, JobFailed, PreflightError
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
@@ -36,6 +36,7 @@ from .plan import (
     busy_ports_problem,
     choose_ports,
     host_bytes,
+    host_files,
     plan_job,
     preflight_ports,
     select_hosts,
@@ -208,10 +209,22 @@ class Launcher:
                                 "install the same version")
             if not r.workspace_writable:
                 problems.append(f"host {h.name}: workspace {r.workspace} is not writable")
-            elif r.disk_free < need:
-                problems.append(f"host {h.name}: {r.disk_free / 1e9:.1f} GB free in "
-                                f"{r.workspace}, the shards need {need / 1e9:.1f} GB")
+            elif r.disk_free < need and r.disk_free < (missing := self._bytes_to_copy(i)):
+                problems.append(f"host {h.name}: {human_bytes(r.disk_free)} free in "
+                                f"{r.workspace}, the shards still to copy need "
+                                f"{human_bytes(missing)} (of {human_bytes(need)})")
         return problems
+
+    def _bytes_to_copy(self, i: int) -> int:
+        """Bytes of host ``i``'s partition files that are missing there or of another size
+        (a file of the right size is checked after the copy, and rarely copied again)."""
+        files = self.part_cfg["files"]
+        rels = host_files(self.part_cfg, i)
+        have = self.clients[i].checksums(
+            self.transports[i].path(f"data/{self.part_cfg['graph_name']}"), rels,
+            sizes_only=True, timeout=60)
+        return sum(files[r]["size"] for r in rels
+                   if have.get(r) is None or have[r].size != files[r]["size"])
 
     def copy(self) -> None:
         """Each host gets its part, the config files and the script; unchanged files are skipped."""

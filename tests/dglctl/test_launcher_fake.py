@@ -93,7 +93,7 @@ def test_preflight_reports_every_problem(parts, home, local_cluster):
     with pytest.raises(PreflightError) as e:
         la.preflight()
     assert "host m0: dglctl 0.0.1" in e.value.message
-    assert "host m1: 0.0 GB free" in e.value.message and len(e.value.problems) == 2
+    assert "host m1: 10 B free" in e.value.message and len(e.value.problems) == 2
 
 
 def test_unreachable_hosts_are_one_group_error(parts, home, local_cluster):
