@@ -153,8 +153,8 @@ def launch_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
     """``dglctl launch`` of the first-step script, to the end; seconds to the first step
     (the step's own clock, so log streaming adds nothing), to the launcher's exit, and the
     launcher's own steps (its "NAME done in Xs" lines)."""
-    cmd = [sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
-           str(cluster_file), "--part-config", str(part_config)]
+    cmd = [sys.executable, "-m", "dglctl", "launch", "--cluster", str(cluster_file),
+           "--part-config", str(part_config), str(script)]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(work), timeout=timeout)
     total = time.time() - t0

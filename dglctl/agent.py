@@ -108,7 +108,8 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
     return {"python": sys.version.split()[0], "executable": sys.executable, "dglctl": __version__,
             "ports_busy": busy, "disk_free": free, "workspace": str(ws),
-            "workspace_writable": writable, "hostname": socket.gethostname()}
+            "workspace_writable": writable, "hostname": socket.gethostname(),
+            "cpus": len(os.sched_getaffinity(0))}
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -256,6 +257,10 @@ def _state(job: Path, name: str, pgid: int) -> dict[str, Any]:
     out.update(state="exited" if code >= 0 else "killed",
                code=code if code >= 0 else None, signal=-code if code < 0 else None,
                ended=rc["time"], lease_expired=rc.get("lease_expired"))
+    if code != 0 and isinstance(err := _read_json(job / f"{name}.error.json"), dict):
+        m = err.get("message") if isinstance(err.get("message"), dict) else {}
+        out["error"] = {"message": str(m.get("message", ""))[:2000], "file": m.get("file"),
+                        "line": m.get("line")}  # the uncaught exception (runtime.error_file)
     if alive(pgid) and _leader(job, name, pgid) != "other":
         out["stragglers"] = True  # the child ended but something else of its group lives on
     return out

@@ -26,10 +26,9 @@ def run() -> int:
          "--out", str(DEMO_DIR / "demo.npz"), "--overwrite"],
         ["partition", "--input", str(DEMO_DIR / "demo.npz"), "--graph-name", "demo",
          "--num-parts", "2", "--balance-edges", "--out", str(DEMO_DIR / "parts"), "--overwrite"],
-        ["launch", str(DATA / "train_dist.py"), "--cluster",
-         str(DATA / "local.yaml"), "--part-config", str(DEMO_DIR / "parts" / "demo.json"),
-         "--", "--graph-name", "demo", "--num-epochs", "3", "--batch-size", "500",
-         "--lr", "0.01"],
+        ["launch", "--cluster", str(DATA / "local.yaml"), "--part-config",
+         str(DEMO_DIR / "parts" / "demo.json"), str(DATA / "train_dist.py"),
+         "--graph-name", "demo", "--num-epochs", "3", "--batch-size", "500", "--lr", "0.01"],
     ]
     for argv in steps:
         print(f"\n$ dglctl {' '.join(argv)}", flush=True)

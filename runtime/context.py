@@ -19,7 +19,8 @@ from typing import Any
 
 from partitioner.parallel import retain_freed_memory
 
-from .env import RuntimeEnv, set_standalone_torch_env
+from . import error_file
+from .env import RuntimeEnv, set_standalone_torch_env, torchelastic_error_file
 from .errors import DistError
 from .rpc.client import ServerPool
 from .rpc.ip_config import read_ip_config
@@ -52,10 +53,12 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
     """Start this process's part of the job (DGL's ``dgl.distributed.initialize``).
 
     Server processes load their partition and serve until the job ends, then exit here.
-    Trainers connect to every server listed in ``ip_config`` (default: the env contract's).
-    Without the launcher's environment, runs standalone (no servers).
+    Trainers connect to every server of the launcher's ip_config (the env contract's): an
+    ``ip_config`` the script passes is accepted, as DGL's signature has it, and the
+    launcher's wins, as in DGL. Without the launcher's environment, runs standalone.
     """
     global _context
+    error_file.install(torchelastic_error_file())
     env = RuntimeEnv.from_environ()
     if env is not None and env.role == "server":
         # Role dispatch: only a server process loads the server (and never torch).
@@ -74,7 +77,9 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
         _context = RuntimeContext(env=None)
         set_standalone_torch_env()
         return
-    machines = read_ip_config(ip_config or env.ip_config)
+    # As DGL's launch: the launcher's ip_config wins over the script's (``--ip_config
+    # ip_config.txt`` names a file of the machine the script was written on).
+    machines = read_ip_config(env.ip_config)
     pool = ServerPool(machines, env.num_servers, env.token, env.timeout,
                       client_name=f"{env.role}-{os.getpid()}", role=env.role,
                       encrypt=env.encrypt)

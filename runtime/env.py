@@ -146,3 +146,9 @@ def set_standalone_torch_env() -> None:
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
 
+
+
+def torchelastic_error_file() -> str | None:
+    """Where this process records an uncaught exception (torchrun's ``TORCHELASTIC_ERROR_FILE``
+    convention; the launcher sets it per trainer), or None."""
+    return os.environ.get("TORCHELASTIC_ERROR_FILE") or None

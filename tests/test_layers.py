@@ -41,7 +41,7 @@ class Group:
 
 # runtime, low to high: an import goes to a lower layer or stays within its group.
 LAYERS = (
-    Group("base", 0, ("runtime.errors", "runtime.env")),
+    Group("base", 0, ("runtime.errors", "runtime.env", "runtime.error_file")),
     # The sampling package's __init__ runs before any runtime.sampling.* module: docstring only.
     Group("sampling-package", 0, ("runtime.sampling",)),
     Group("rpc", 1, ("runtime.rpc.*",)),

@@ -17,8 +17,70 @@ if TYPE_CHECKING:
 # Package data, so an installed dglctl has its default (configs/local.yaml links to it).
 DEFAULT_CLUSTER = Path(__file__).resolve().parents[1] / "data" / "local.yaml"
 
+# DGL's launch.py spells its options with underscores; its users type them from habit.
+DGL_SPELLINGS = {"--num_trainers": "--num-trainers", "--num_servers": "--num-servers",
+                 "--num_samplers": "--num-samplers", "--part_config": "--part-config",
+                 "--ip_config": "--ip-config", "--num_server_threads": None,
+                 "--num_omp_threads": None, "--workspace": None}
 
-@click.command(context_settings={"ignore_unknown_options": True})
+
+class LaunchCommand(click.Command):
+    """``launch``'s argument order, as torchrun's: launcher options, SCRIPT, then everything
+    for the script. The older ``SCRIPT OPTIONS -- ARGS`` also works: what stands between
+    SCRIPT and the first ``--`` is read as launcher options, strictly (a misspelled one is
+    an error, never passed on to the script)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        at = self._script_index(ctx, args)
+        if at is not None:
+            rest = args[at + 1:]
+            if "--" in rest:
+                cut = rest.index("--")
+                args = [*args[:at], *rest[:cut], args[at], "--", *rest[cut + 1:]]
+                at += cut
+            for a in args[:at]:
+                _check_dgl_spelling(a)
+        try:
+            return super().parse_args(ctx, list(args))  # click consumes the list it gets
+        except click.MissingParameter as e:
+            ours = {name for p in self.get_params(ctx) for name in getattr(p, "opts", [])}
+            late = [a for a in args[(at or 0) + 1:] if a.split("=", 1)[0] in ours]
+            if late:
+                raise click.UsageError(
+                    f"{e.format_message()} ({late[0]} stands after SCRIPT, so it goes to the "
+                    "script: put the launcher's options before SCRIPT)", ctx) from None
+            raise
+
+    def _script_index(self, ctx: click.Context, args: list[str]) -> int | None:
+        """Where SCRIPT is in ``args``: the first word that is neither an option nor an
+        option's value."""
+        takes_value = {name for p in self.get_params(ctx) if isinstance(p, click.Option)
+                       and not p.is_flag for name in p.opts}
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a == "--":
+                return i + 1 if i + 1 < len(args) else None
+            if not a.startswith("-") or a == "-":
+                return i
+            i += 2 if a in takes_value else 1
+        return None
+
+
+def _check_dgl_spelling(arg: str) -> None:
+    """DGL's underscore spellings before SCRIPT: an error that names dglctl's option."""
+    name = arg.split("=", 1)[0]
+    if name in DGL_SPELLINGS:
+        ours = DGL_SPELLINGS[name]
+        raise click.UsageError(
+            f"{name} is DGL's launch.py spelling: dglctl's option is {ours}" if ours else
+            f"{name} is an option of DGL's launch.py that dglctl has no use for: "
+            + ("set OMP_NUM_THREADS in the cluster YAML's env:" if "omp" in name else
+               "hosts' workspaces are set in the cluster YAML" if "workspace" in name else
+               "servers are single-threaded processes; use --num-servers"))
+
+
+@click.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
 @click.argument("script", type=click.Path(path_type=Path))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path), default=None,
@@ -36,7 +98,8 @@ DEFAULT_CLUSTER = Path(__file__).resolve().parents[1] / "data" / "local.yaml"
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (every process: host, role, rank, argv, env, ports) and "
                    "exit, without contacting any host.")
-@click.option("--json", "json_mode", is_flag=True, help="With --dry-run: the plan as JSON.")
+@click.option("--json", "json_mode", is_flag=True,
+              help="With --dry-run: the plan as JSON; with --detach: the job id as JSON.")
 @click.pass_obj
 def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: Path | None,
            part_config: Path, num_servers: int | None, num_trainers: int | None,
@@ -49,15 +112,22 @@ def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: P
     host its part, the configs and SCRIPT (skipping unchanged files, verified by checksum),
     start servers and wait until they answer, start trainers (torch.distributed env), stream
     their output as [host role rank] lines. When any process fails, the whole job is stopped
-    on every host and the root cause is printed; Ctrl-C does the same. Arguments after '--'
-    go to SCRIPT. --dry-run prints what would start (with the configured port base; the job
-    token is never printed).
+    on every host and the root cause is printed; Ctrl-C does the same. --dry-run prints what
+    would start (with the configured port base; the job token is never printed).
+
+    \b
+    Launcher options come before SCRIPT; everything after SCRIPT goes to the script:
+      dglctl launch --part-config parts/demo.json train.py --epochs 5
+    (The older order, SCRIPT OPTIONS -- ARGS, still works.)
     """
     from ..config import cluster_from_ip_config, load_cluster_config
     from ..jobs.launcher import Launcher, LaunchOptions
 
-    if json_mode and not dry_run:
-        raise ConfigError("--json goes with --dry-run", hint="a launch streams its logs as text")
+    if json_mode and not (dry_run or detach):
+        raise ConfigError("--json goes with --dry-run or --detach",
+                          hint="a supervised launch streams its logs as text")
+    if script_args[:1] == ("--",):
+        script_args = script_args[1:]  # SCRIPT -- ARGS: the separator is not the script's
     if ip_config is not None:
         base = load_cluster_config(cluster_path) if cluster_path else None
         cluster = cluster_from_ip_config(ip_config, base)

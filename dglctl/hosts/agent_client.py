@@ -44,6 +44,9 @@ class ProcState:
     # because the lease went silent, how long it had been.
     lease_age: float | None = None
     lease_expired: float | None = None
+    # The uncaught exception the process recorded (its TORCHELASTIC_ERROR_FILE): message
+    # ("Type: text"), file and line of the innermost frame.
+    error: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -65,7 +68,8 @@ class ProcState:
                    pid=data.get("pid"), cpu_seconds=data.get("cpu_seconds"),
                    rss_bytes=data.get("rss_bytes"), uptime=data.get("uptime"),
                    stragglers=bool(data.get("stragglers", False)),
-                   lease_age=data.get("lease_age"), lease_expired=data.get("lease_expired"))
+                   lease_age=data.get("lease_age"), lease_expired=data.get("lease_expired"),
+                   error=data.get("error"))
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class PreflightReport:
     workspace: str  # expanded (no "~")
     workspace_writable: bool
     hostname: str
+    cpus: int | None = None  # CPUs this process may run on (cgroup/affinity), for OMP defaults
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
@@ -88,7 +93,7 @@ class PreflightReport:
                    ports_busy=frozenset(int(p) for p in data["ports_busy"]),
                    disk_free=int(data["disk_free"]), workspace=data["workspace"],
                    workspace_writable=bool(data["workspace_writable"]),
-                   hostname=data["hostname"])
+                   hostname=data["hostname"], cpus=data.get("cpus"))
 
 
 @dataclass(frozen=True)

@@ -108,10 +108,11 @@ class Launcher:
         """The plan, without contacting any host: configured workspaces and port base."""
         return self._plan(self.cluster.port_base)
 
-    def _plan(self, port_base: int) -> JobPlan:
+    def _plan(self, port_base: int, cores: list[int | None] | None = None) -> JobPlan:
         return plan_job(self.cluster, self.opts, part_config=self.part_cfg, job_id=self.job_id,
                         token=self.token, workspaces=[t.workspace for t in self.transports],
-                        pythons=[t.python() for t in self.transports], port_base=port_base)
+                        pythons=[t.python() for t in self.transports], port_base=port_base,
+                        cores=cores)
 
     # --- steps -------------------------------------------------------------------------------
     def run(self) -> int:
@@ -130,6 +131,9 @@ class Launcher:
             self._step(4, "trainers", self.start_trainers)
             if self.opts.detach:
                 self._set_state(JobState.RUNNING)
+                self.display.json({"job": self.job_id, "state": str(JobState.RUNNING),
+                                   "hosts": [h.name for h in self.hosts],
+                                   "processes": len(self.manifest.procs)})
                 self.display.result(f"job {self.job_id} running (detached); follow it with "
                                     f"'dglctl logs {self.job_id} -f', end it with "
                                     f"'dglctl stop {self.job_id}'")
@@ -191,7 +195,7 @@ class Launcher:
             k = self.cluster.servers_per_host
             self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
                               f"{base}..{base + k}")
-        self.plan = self._plan(base)
+        self.plan = self._plan(base, [r.cpus for r in reports])
 
     def check_reports(self, reports: list[PreflightReport]) -> list[str]:
         """The problems in the hosts' preflight reports (versions, workspace, disk)."""

@@ -103,7 +103,14 @@ def failure_report(manifest: JobManifest, failed: Sequence[ProcState], host_name
     others = [s.name for s in sorted(failed, key=_end_time) if s is not first]
     if others:
         msg += f" Also failed: {', '.join(others)}."
+    if first.error and first.error.get("message"):
+        where = (f" ({first.error['file']}:{first.error['line']})" if first.error.get("file")
+                 else "")
+        msg += f"\nuncaught exception: {first.error['message']}{where}"
     lines = tail(rec)
     if lines:
         msg += "\nlast lines of its log:\n    " + "\n    ".join(lines)
-    return msg, {"root_cause": rec.name, "how": how}
+    result = {"root_cause": rec.name, "how": how}
+    if first.error:
+        result["exception"] = first.error.get("message")
+    return msg, result

@@ -3,7 +3,9 @@ found -> a ``JobPlan`` of every process's host, role, rank, name, argv, env and 
 
 ``launch`` executes a plan (``jobs.launcher``); ``launch --dry-run`` prints one. The env of each
 process is the runtime's contract (``runtime.env.RuntimeEnv``) plus, for trainers,
-torch.distributed's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
+MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_ERROR_FILE) and an OMP_NUM_THREADS
+default from the host's cores.
 """
 
 from __future__ import annotations
@@ -220,14 +222,40 @@ def runtime_environ(cluster: ClusterConfig, **job: Any) -> dict[str, str]:
     return env.to_environ()
 
 
+def torchrun_environ(*, rank: int, local_rank: int, world: int, local_world: int, group: int,
+                     groups: int, master_addr: str, master_port: int, run_id: str,
+                     error_file: str) -> dict[str, str]:
+    """What torchrun gives each worker, for a trainer of rank ``rank`` on host ``group``."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(local_world), "GROUP_RANK": str(group),
+            "GROUP_WORLD_SIZE": str(groups), "ROLE_NAME": "trainer", "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(world), "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(master_port), "TORCHELASTIC_RUN_ID": run_id,
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_ERROR_FILE": error_file, "PYTHONUNBUFFERED": "1"}
+
+
+def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
+    """Each trainer's OMP_NUM_THREADS on a host with ``cores`` usable CPUs: what is left after
+    one core per server and per sampler process, shared by the trainers (at least 1; DGL's
+    launch.py gives half the launching machine's cores to the trainers). None: unknown."""
+    if cores is None:
+        return None
+    tph = cluster.trainers_per_host
+    others = cluster.servers_per_host + tph * cluster.samplers_per_trainer
+    return max(1, (cores - others) // tph)
+
+
 def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mapping[str, Any],
              job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
-             port_base: int | None = None) -> JobPlan:
+             port_base: int | None = None, cores: Sequence[int | None] | None = None
+             ) -> JobPlan:
     """The plan of a launch (pure: no I/O).
 
     ``part_config`` is the partition's config (``graph_name``, ``num_parts``, ``files``);
     ``workspaces`` and ``pythons`` are each host's, as preflight found them (or as configured,
-    for a dry run); ``port_base`` is the chosen one (default: the configured one).
+    for a dry run); ``port_base`` is the chosen one (default: the configured one); ``cores``
+    each host's usable CPUs (preflight), for the OMP_NUM_THREADS default (None: unknown).
     """
     graph = graph_name(part_config)
     hosts = select_hosts(cluster, part_config["num_parts"], str(part_config.get("_path", "")))
@@ -264,14 +292,19 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
                 rank=s, local_rank=s, argv=(hp.python, "-m", "runtime.server"),
                 env=contract(hp, "server", s), cwd=hp.job_dir, port=base + s))
     for hp in plans:
+        threads = omp_threads(cluster, (cores or [None] * len(plans))[hp.index])
         for local in range(tph):
             rank = hp.index * tph + local
             env = contract(hp, "trainer")
-            env.update(RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
-                       MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
-                       PYTHONUNBUFFERED="1")
+            name = f"trainer-{hp.index}-{local}"
+            env.update(torchrun_environ(
+                rank=rank, local_rank=local, world=world, local_world=tph, group=hp.index,
+                groups=len(plans), master_addr=master_addr, master_port=master_port,
+                run_id=job_id, error_file=f"{hp.job_dir}/{name}.error.json"))
+            if threads is not None and "OMP_NUM_THREADS" not in cluster.env:
+                env["OMP_NUM_THREADS"] = str(threads)
             procs.append(ProcSpec(
-                name=f"trainer-{hp.index}-{local}", host=hp.index, host_name=hp.name,
+                name=name, host=hp.index, host_name=hp.name,
                 role="trainer", rank=rank, local_rank=local,
                 argv=(hp.python, opts.script.name, *opts.script_args), env=env, cwd=hp.job_dir,
                 port=master_port if rank == 0 else None))

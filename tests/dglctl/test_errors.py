@@ -165,7 +165,7 @@ def test_keyboard_interrupt_is_130(command, capsys):
 def test_a_bad_ip_config_names_its_line(tmp_path, capsys):
     ip = tmp_path / "ip_config.txt"
     ip.write_text("127.0.0.1 30050\nnot-an-address\n")
-    code = main(["launch", "x.py", "--ip-config", str(ip), "--part-config", "p.json",
-                 "--dry-run"])
+    code = main(["launch", "--ip-config", str(ip), "--part-config", "p.json",
+                 "--dry-run", "x.py"])
     err = capsys.readouterr().err
     assert code == 2 and "ip_config.txt" in err and "Traceback" not in err

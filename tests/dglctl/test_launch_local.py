@@ -180,21 +180,22 @@ def test_shared_memory_in_the_clusters_shm_dir(parts, home, local_cluster, tmp_p
 
 
 def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
-    base = ["launch", TRAINER, "--part-config"]
+    base = ["launch", "--part-config"]
     # more partitions than hosts
-    code, _, err = run([*base, str(parts[3]), "--cluster", str(local_cluster)], capsys)
+    code, _, err = run([*base, str(parts[3]), "--cluster", str(local_cluster), TRAINER], capsys)
     assert code == 2 and "3 parts" in err and "2 host(s)" in err
     # malformed YAML: file and line
     bad = tmp_path / "bad.yaml"
     bad.write_text("hosts:\n  - {address: 127.0.0.1\nworkspace: x\n")
-    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad)], capsys)
+    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad), TRAINER], capsys)
     assert code == 2 and "bad.yaml:" in err and "not valid YAML" in err
     # unknown key with a suggestion
     bad.write_text("hosts: [127.0.0.1]\nworkspce: /tmp/x\n")
-    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad)], capsys)
+    code, _, err = run([*base, str(parts[2]), "--cluster", str(bad), TRAINER], capsys)
     assert code == 2 and "workspce" in err and "did you mean 'workspace'" in err
     # missing partition config
-    code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(local_cluster)],
+    code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(local_cluster),
+                        TRAINER],
                        capsys)
     assert code == 2 and "nope.json" in err
     # a missing shard
@@ -204,7 +205,8 @@ def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
     shutil.copytree(parts[2].parent, broken)
     victim = next((broken / "part1" / "graph").glob("*indices.npy"))
     victim.unlink()
-    code, _, err = run([*base, str(broken / "g.json"), "--cluster", str(local_cluster)], capsys)
+    code, _, err = run([*base, str(broken / "g.json"), "--cluster", str(local_cluster),
+                        TRAINER], capsys)
     assert code == 2 and victim.name in err and "missing" in err
     # port in use, with an explicit --port-base
     import socket
@@ -214,7 +216,7 @@ def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
         s.listen()
         port = s.getsockname()[1]
         code, _, err = run([*base, str(parts[2]), "--cluster", str(local_cluster),
-                            "--port-base", str(port), "--", "ok"], capsys)
+                            "--port-base", str(port), TRAINER, "ok"], capsys)
     assert code == 2 and f"host m1: port(s) {port} in use" in err
     assert "Traceback" not in err
 
@@ -276,8 +278,8 @@ def test_launch_from_ip_config(parts, home, tmp_path, capsys):
     assert "[m1 trainer 1] rank 1/2" in out
     assert leftovers(list_jobs()[-1].job_id) == ([], [])
     ip.write_text(f"127.0.0.1 {port}\n127.0.0.2 {port + 5}\n")
-    code, _, err = run(["launch", TRAINER, "--ip-config", str(ip), "--part-config",
-                        str(parts[2])], capsys)
+    code, _, err = run(["launch", "--ip-config", str(ip), "--part-config",
+                        str(parts[2]), TRAINER], capsys)
     assert code == 2 and "same port" in err
 
 

@@ -173,8 +173,8 @@ def test_dry_run_json_over_ssh_hosts_that_do_not_exist(parts, home, local_cluste
         {"name": "far0", "address": "no-such-host.invalid", "data_address": "10.9.0.1"},
         {"name": "far1", "address": "no-such-host-2.invalid", "data_address": "10.9.0.2"}],
         env={"DGLCTL_SHM_DIR": "/mnt/shm"})
-    code = main(["launch", TRAINER, "--cluster", str(path), "--part-config", str(parts[2]),
-                 "--port-base", "40000", "--num-trainers", "1", "--dry-run", "--json"])
+    code = main(["launch", "--cluster", str(path), "--part-config", str(parts[2]),
+                 "--port-base", "40000", "--num-trainers", "1", "--dry-run", "--json", TRAINER])
     out, err = capsys.readouterr()
     assert code == 0, err
     plan = json.loads(out)
@@ -188,16 +188,16 @@ def test_dry_run_json_over_ssh_hosts_that_do_not_exist(parts, home, local_cluste
     assert procs["server-1-0"]["port"] == 40000
     assert plan["hosts"][0]["workspace"] == yaml.safe_load(path.read_text())["workspace"]
     assert TOKEN not in out and "DGLCTL_TOKEN" not in out
-    assert main(["launch", TRAINER, "--cluster", str(path), "--part-config", str(parts[2]),
-                 "--json"]) == 2
-    assert "--json goes with --dry-run" in capsys.readouterr().err
+    assert main(["launch", "--cluster", str(path), "--part-config", str(parts[2]),
+                 "--json", TRAINER]) == 2
+    assert "--json goes with --dry-run or --detach" in capsys.readouterr().err
 
 
 def test_dry_run_checks_its_inputs(parts, home, local_cluster, tmp_path, capsys,
                                    no_host_contact):
-    code = main(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
-                 str(parts[3]), "--dry-run"])
+    code = main(["launch", "--cluster", str(local_cluster), "--part-config",
+                 str(parts[3]), "--dry-run", TRAINER])
     assert code == 2 and "3 parts" in capsys.readouterr().err
-    code = main(["launch", str(tmp_path / "nope.py"), "--cluster", str(local_cluster),
-                 "--part-config", str(parts[2]), "--dry-run"])
+    code = main(["launch", "--cluster", str(local_cluster),
+                 "--part-config", str(parts[2]), "--dry-run", str(tmp_path / "nope.py")])
     assert code == 2 and "nope.py: no such file" in capsys.readouterr().err
