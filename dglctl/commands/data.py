@@ -93,15 +93,23 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 
 @click.command()
 @click.option("--input", "input_path", type=click.Path(path_type=Path), required=True,
-              help="Graph: .npz, a text edge list, or a DGL chunked folder / metadata.json.")
-@click.option("--format", "fmt", type=click.Choice(["auto", "npz", "text", "chunked"]),
-              default="auto", show_default=True, help="Input format.")
+              help="Graph: .npz, a text edge list (also .gz / .zst), a .parquet edge list, a "
+                   "scipy.sparse.save_npz matrix, a DGL chunked folder / metadata.json, or an "
+                   "OGB dataset folder.")
+@click.option("--format", "fmt",
+              type=click.Choice(["auto", "npz", "text", "chunked", "ogb", "scipy", "parquet"]),
+              default="auto", show_default=True,
+              help="Input format [auto: from the suffix; a folder with raw/edge.csv.gz is ogb, "
+                   "an .npz with scipy's format/shape arrays is scipy].")
 @click.option("--delimiter", default=None,
               help="Text edge lists: field separator [default: detect comma, tab or spaces].")
 @click.option("--node-data", multiple=True, metavar="NAME=FILE.npy",
-              help="Text edge lists: node data from .npy files (repeatable).")
+              help="Text, parquet and scipy input: node data from .npy files (repeatable).")
 @click.option("--num-nodes", type=int, default=None,
-              help="Text edge lists: node count [default: largest id + 1].")
+              help="Text and parquet edge lists: node count [default: largest id + 1].")
+@click.option("--split", default=None, metavar="NAME",
+              help="OGB input: the split folder (split/NAME) for train/val/test masks "
+                   "[default: the only one].")
 @click.option("--graph-name", default=None, help="Name of the graph [default: input file stem].")
 @click.option("--num-parts", type=int, required=True, help="Number of parts (= machines).")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
@@ -130,8 +138,8 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--overwrite", is_flag=True, help="Replace an existing partition folder.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the written config as JSON.")
 @click.pass_obj
-def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name, num_parts, out,
-              method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
+def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, graph_name, num_parts,
+              out, method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
               seed, trainers_per_machine, out_edges, overwrite, json_mode) -> None:
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
@@ -158,6 +166,7 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, graph_name,
             delimiter=delimiter,
             node_data=_parse_node_data(node_data) or None,
             num_nodes=num_nodes,
+            split=split,
         )
         read_seconds = time.perf_counter() - t0
         progress.phase_end("read", read_seconds)
@@ -275,7 +284,10 @@ def stopped_by_signals(out: Path) -> Iterator[None]:
 
 
 def _default_graph_name(path: Path) -> str:
-    stem = path.name if path.is_dir() else path.stem
+    from partitioner.readers.compressed import strip_compression_suffix
+
+    # edges.txt.gz is named "edges", as edges.txt is.
+    stem = path.name if path.is_dir() else Path(strip_compression_suffix(path.name)).stem
     if stem == "metadata":
         stem = path.parent.name
     cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)

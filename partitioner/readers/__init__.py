@@ -1,4 +1,5 @@
-"""Graph input readers (npz, text edge lists, DGL chunked) behind one ``read_graph`` entry point."""
+"""Graph input readers (npz, text edge lists, DGL chunked, OGB folders, scipy matrices, Parquet)
+behind one ``read_graph`` entry point."""
 
 from __future__ import annotations
 
@@ -7,17 +8,30 @@ import os
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from .chunked import METADATA_NAMES, read_chunked, write_chunked
+from .compressed import COMPRESSED_SUFFIXES, strip_compression_suffix
 from .npz import read_npz, write_npz
+from .ogb import ogb_root, read_ogb
+from .parquet import read_parquet_edges
+from .scipy_npz import is_scipy_npz, read_scipy_npz
 from .text import read_edge_list
 from .text_writer import write_edge_list
 
-FORMATS = ("npz", "text", "chunked")
+FORMATS = ("npz", "text", "chunked", "ogb", "scipy", "parquet")
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".el")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+# The options each format takes; every other format carries its own node count and features.
+FORMAT_OPTIONS = {
+    "text": ("delimiter", "node_data", "num_nodes"),
+    "parquet": ("node_data", "num_nodes"),
+    "scipy": ("node_data",),
+    "ogb": ("split",),
+}
 _FORMAT_HINT = (
-    "formats: npz (.npz with src/dst or indptr/indices), text (edge list: "
-    + ", ".join(TEXT_SUFFIXES)
-    + "), chunked (a folder with metadata.json, or the metadata.json itself); "
-    "pass fmt= to choose one explicitly"
+    "formats: npz (.npz with src/dst or indptr/indices), scipy (.npz from "
+    "scipy.sparse.save_npz), text (edge list: " + ", ".join(TEXT_SUFFIXES)
+    + ", optionally " + "/".join(COMPRESSED_SUFFIXES) + "), parquet (.parquet edge list), "
+    "chunked (a folder with metadata.json, or the metadata.json itself), ogb (an OGB dataset "
+    "folder with raw/edge.csv.gz); pass fmt= to choose one explicitly"
 )
 
 __all__ = [
@@ -27,6 +41,9 @@ __all__ = [
     "read_edge_list",
     "read_graph",
     "read_npz",
+    "read_ogb",
+    "read_parquet_edges",
+    "read_scipy_npz",
     "write_chunked",
     "write_edge_list",
     "write_npz",
@@ -34,19 +51,23 @@ __all__ = [
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """Guess the input format from the path: folder or ``*.json`` -> chunked, ``.npz`` -> npz,
-    edge-list suffixes -> text. Raises PartitionInputError if the path is missing or unknown."""
+    """Guess the input format from the path: an OGB dataset folder (``raw/edge.csv.gz``) ->
+    ogb, another folder or ``*.json`` -> chunked, ``.npz`` -> scipy when it holds scipy's
+    ``format``/``shape`` arrays else npz, ``.parquet`` -> parquet, edge-list suffixes (also
+    with ``.gz`` / ``.zst``) -> text. Raises PartitionInputError if missing or unknown."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise PartitionInputError("no such file", path=path, hint=_FORMAT_HINT)
     if os.path.isdir(path):
-        return "chunked"
+        return "ogb" if ogb_root(path) else "chunked"
     name = os.path.basename(path).lower()
     if name in METADATA_NAMES or name.endswith(".json"):
         return "chunked"
     if name.endswith(".npz"):
-        return "npz"
-    if name.endswith(TEXT_SUFFIXES):
+        return "scipy" if is_scipy_npz(path) else "npz"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if strip_compression_suffix(name).endswith(TEXT_SUFFIXES):
         return "text"
     suffix = os.path.splitext(name)[1] or "(none)"
     raise PartitionInputError(
@@ -63,13 +84,15 @@ def read_graph(
     delimiter: str | None = None,
     node_data: dict[str, str] | None = None,
     num_nodes: int | None = None,
+    split: str | None = None,
 ) -> Graph:
     """Read a graph in any supported format and validate it.
 
-    ``fmt`` is one of ``npz``, ``text``, ``chunked``, or ``None`` to detect it from the path.
-    ``delimiter``, ``node_data`` and ``num_nodes`` apply to text edge lists only; giving them
-    for another format raises PartitionOptionError. Input problems raise PartitionInputError
-    naming the file.
+    ``fmt`` is one of :data:`FORMATS`, or ``None`` to detect it from the path. Options apply to
+    the formats :data:`FORMAT_OPTIONS` lists: ``delimiter`` to text edge lists, ``node_data``
+    (name -> ``.npy`` file) to text, parquet and scipy, ``num_nodes`` to text and parquet,
+    ``split`` (the folder under ``split/``) to OGB; giving one for another format raises
+    PartitionOptionError. Input problems raise PartitionInputError naming the file.
     """
     path = os.fspath(path)
     if fmt is not None and fmt not in FORMATS:
@@ -79,26 +102,33 @@ def read_graph(
     if not os.path.exists(path):
         raise PartitionInputError("no such file", path=path)
     fmt = fmt or detect_format(path)
-    if fmt != "text":
-        given = [
-            name
-            for name, value in (
-                ("delimiter", delimiter),
-                ("node_data", node_data),
-                ("num_nodes", num_nodes),
-            )
-            if value is not None
-        ]
-        if given:
-            raise PartitionOptionError(
-                f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to text edge "
-                f"lists, not to {fmt} input",
-                hint=f"{fmt} input carries its own node count and features",
-            )
+    options = {"delimiter": delimiter, "node_data": node_data, "num_nodes": num_nodes,
+               "split": split}
+    given = [k for k, v in options.items()
+             if v is not None and k not in FORMAT_OPTIONS.get(fmt, ())]
+    if given:
+        takers = sorted({f for f in FORMAT_OPTIONS for k in given if k in FORMAT_OPTIONS[f]})
+        raise PartitionOptionError(
+            f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to "
+            f"{' and '.join(takers)} input, not to {fmt} input",
+            hint=f"{fmt} input takes only {', '.join(FORMAT_OPTIONS[fmt])}" if fmt in
+            FORMAT_OPTIONS else f"{fmt} input carries its own node count and features",
+        )
     if fmt == "npz":
+        if is_scipy_npz(path):
+            raise PartitionInputError(
+                "is a scipy.sparse.save_npz matrix (it has 'format' and 'shape' arrays), not "
+                "dglctl's npz layout", path=path, hint="read it with --format scipy (or auto)",
+            )
         graph = read_npz(path)
+    elif fmt == "scipy":
+        graph = read_scipy_npz(path, node_data=node_data)
     elif fmt == "chunked":
         graph = read_chunked(path)
+    elif fmt == "ogb":
+        graph = read_ogb(path, split=split)
+    elif fmt == "parquet":
+        graph = read_parquet_edges(path, num_nodes=num_nodes, node_data=node_data)
     else:
         graph = read_edge_list(path, delimiter=delimiter, num_nodes=num_nodes, node_data=node_data)
     graph.validate(path)

@@ -1,4 +1,5 @@
-"""Reading and writing DGL's chunked graph format (``metadata.json`` + edge CSVs + ``.npy``)."""
+"""Reading and writing DGL's chunked graph format (``metadata.json`` + edge CSVs + ``.npy``;
+Parquet chunks are read too: ``chunk_files``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import numpy as np
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
 from ..format import ShardWriter, out_of_space_error, remove_stale_temps
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
-from ..inputs import read_npy
-from .text import check_id_range, parse_edge_columns
+from .chunk_files import EDGE_FORMATS, FEATURE_FORMATS, read_edge_chunk, read_feature_chunk
 from .text_writer import write_edge_lines
 
 METADATA_NAMES = ("metadata.json", "meta.json")
@@ -114,16 +114,17 @@ def _entry(container: Any, key: str, where: str, meta_path: str, kind: type = di
 
 
 def _data_files(
-    spec: Any, where: str, expected_format: str, num_chunks: int, base: str, meta_path: str
+    spec: Any, where: str, formats: tuple[str, ...], num_chunks: int, base: str, meta_path: str
 ) -> tuple[list[str], dict[str, Any]]:
     """Resolve one ``{"format": ..., "data": [...]}`` entry to existing chunk file paths."""
     if not isinstance(spec, dict):
         raise PartitionInputError(f"{where} must be a JSON object", path=meta_path)
     fmt = _entry(spec, "format", where, meta_path)
     name = fmt.get("name")
-    if name != expected_format:
+    if name not in formats:
         raise PartitionInputError(
-            f"{where} has format {name!r}; only {expected_format!r} is supported here",
+            f"{where} has format {name!r}; only {' or '.join(map(repr, formats))} is "
+            "supported here",
             path=meta_path,
         )
     files = _entry(spec, "data", where, meta_path, list)
@@ -177,10 +178,10 @@ def _read_features(
         result[type_name] = {}
         for feat, spec in feats.items():
             where = f"{section_name}[{type_name!r}][{feat!r}]"
-            files, _ = _data_files(spec, where, "numpy", len(sizes), base, meta_path)
+            files, fmt = _data_files(spec, where, FEATURE_FORMATS, len(sizes), base, meta_path)
             chunks = []
             for file, size in zip(files, sizes, strict=True):
-                arr = read_npy(file)
+                arr = read_feature_chunk(file, fmt)
                 if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
                     rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
                     raise PartitionInputError(
@@ -200,8 +201,10 @@ def _read_features(
 def read_chunked(folder_or_metadata_json: str | os.PathLike) -> Graph:
     """Read a graph in DGL's chunked format from its folder or its ``metadata.json``.
 
-    Edge chunks are ``src dst`` text lines in per-type node ids; features are one ``.npy`` per
-    chunk in id order. Paths in the metadata are relative to its folder. Raises
+    Edge chunks are ``src dst`` text lines (``"format": {"name": "csv"}``, gzip or zstd
+    compressed or not) or Parquet files (``"parquet"``: columns src/dst, else the first two) in
+    per-type node ids; features are one ``.npy`` (``"numpy"``) or Parquet file per chunk in id
+    order. Paths in the metadata are relative to its folder. Raises
     PartitionInputError naming the metadata or chunk file (and line, for edge lines).
     """
     meta_path = _find_metadata(os.fspath(folder_or_metadata_json))
@@ -247,29 +250,13 @@ def read_chunked(folder_or_metadata_json: str | os.PathLike) -> Graph:
     edges: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray]] = {}
     for key, etype, sizes in zip(etype_names, etypes, edge_chunks, strict=True):
         spec = _entry(edges_section, key, "edges", meta_path)
-        files, fmt = _data_files(spec, f"edges[{key!r}]", "csv", len(sizes), base, meta_path)
-        delimiter = fmt.get("delimiter", " ")
-        if not isinstance(delimiter, str):
-            raise PartitionInputError(f"edges[{key!r}] delimiter must be a string", path=meta_path)
+        files, fmt = _data_files(spec, f"edges[{key!r}]", EDGE_FORMATS, len(sizes), base,
+                                 meta_path)
         srcs, dsts = [], []
         for file, size in zip(files, sizes, strict=True):
-            src, dst, _, layout = parse_edge_columns(
-                file, delimiter=delimiter, allow_header=False, read_weight=False
-            )
-            if len(src) != size:
-                raise PartitionInputError(
-                    f"edge chunk of {key!r} has {len(src)} edges but 'num_edges_per_chunk' "
-                    f"says {size}",
-                    path=file,
-                )
-            check_id_range(
-                file,
-                layout,
-                "#",
-                src,
-                dst,
-                (num_nodes[etype[0]], num_nodes[etype[2]]),
-                (etype[0], etype[2]),
+            src, dst = read_edge_chunk(
+                file, fmt, key=key, size=size, limits=(num_nodes[etype[0]], num_nodes[etype[2]]),
+                node_types=(etype[0], etype[2]), meta_path=meta_path,
             )
             srcs.append(src)
             dsts.append(dst)

@@ -1,5 +1,5 @@
-"""Reading plain-text edge lists (CSV, TSV, whitespace) with bulk numpy parsing (writing them:
-``text_writer``)."""
+"""Reading plain-text edge lists (CSV, TSV, whitespace; gzip or zstd compressed or not) with bulk
+numpy parsing (writing them: ``text_writer``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from ..inputs import id_space_too_sparse, load_node_data, resolve_num_nodes, sparse_ids_error
+from .compressed import open_text
 
 # Error messages quote the offending line up to this many characters.
 _QUOTE_LIMIT = 120
@@ -107,7 +108,7 @@ def detect_layout(
     """
     delim = _normalise_delimiter(delimiter, path)
     try:
-        with open(path, encoding=_ENCODING, errors="replace") as fh:
+        with open_text(path, errors="replace") as fh:
             # Only leading comment and blank lines are walked here, never the edges.
             for lineno, raw in enumerate(fh, start=1):
                 line = _strip_comment(raw, comment)
@@ -213,7 +214,7 @@ def _find_bad_line(
     path: str, layout: TextLayout, comment: str | None, want_weight: bool
 ) -> PartitionInputError | None:
     """Walk the file to the first line bulk parsing rejected (error path only)."""
-    with open(path, encoding=_ENCODING, errors="replace") as fh:
+    with open_text(path, errors="replace") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if lineno <= layout.skip_lines:
                 continue
@@ -238,7 +239,7 @@ def _find_bad_line(
 def line_of_row(path: str, layout: TextLayout, comment: str | None, row: int) -> tuple[int, str]:
     """1-based line number and text of the ``row``-th data line (0-based); error path only."""
     seen = -1
-    with open(path, encoding=_ENCODING, errors="replace") as fh:
+    with open_text(path, errors="replace") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if lineno <= layout.skip_lines or not _strip_comment(raw, comment):
                 continue
@@ -269,15 +270,16 @@ def parse_edge_columns(
         with warnings.catch_warnings():
             # An edge file with no edges is legal (a type or chunk may be empty).
             warnings.filterwarnings("ignore", message=".*input contained no data.*")
-            table = np.loadtxt(
-                path,
-                dtype=dtype,
-                delimiter=layout.delimiter,
-                comments=comment or None,
-                skiprows=layout.skip_lines,
-                ndmin=1 if dtype.names else 2,
-                encoding=_ENCODING,
-            )
+            with open_text(path) as fh:  # gzip / zstd decompressed on the fly
+                table = np.loadtxt(
+                    fh,
+                    dtype=dtype,
+                    delimiter=layout.delimiter,
+                    comments=comment or None,
+                    skiprows=layout.skip_lines,
+                    ndmin=1 if dtype.names else 2,
+                    encoding=_ENCODING,
+                )
     except (ValueError, UnicodeDecodeError) as exc:
         located = _find_bad_line(path, layout, comment, layout.has_weight)
         if located is not None:
@@ -377,7 +379,9 @@ def read_edge_list(
     Blank lines and ``comment`` lines (and trailing comments) are skipped; a first line whose
     first two fields are not integers is a header. ``delimiter=None`` auto-detects comma, tab
     or whitespace. A numeric third column becomes edge data ``weight``; further columns are
-    ignored, but every data line must have as many columns as the first. ``node_data`` maps feature names to ``.npy`` files with one row per node.
+    ignored, but every data line must have as many columns as the first. gzip and zstd files
+    are decompressed on the fly; a binary file is refused by name (``compressed.open_text``).
+    ``node_data`` maps feature names to ``.npy`` files with one row per node.
     ``num_nodes`` defaults to max id + 1 (or the feature row count, when larger); a max id far
     beyond what the edges can use is refused unless ``num_nodes`` says so
     (:func:`partitioner.inputs.id_space_too_sparse`).

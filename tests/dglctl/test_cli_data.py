@@ -202,3 +202,11 @@ def test_debug_shows_traceback(tmp_path, capsys):
     code, _, err = run(["--debug", "partition", "--input", str(tmp_path / "x.npz"),
                         "--num-parts", "2", "--out", str(tmp_path / "p")], capsys)
     assert code == 2 and "Traceback" in err
+
+
+def test_default_graph_name_leaves_out_the_compression_suffix(tmp_path):
+    from dglctl.commands.data import _default_graph_name
+
+    assert _default_graph_name(tmp_path / "edges.txt.gz") == "edges"
+    assert _default_graph_name(tmp_path / "edges.csv.zst") == "edges"
+    assert _default_graph_name(tmp_path / "edges.txt") == "edges"

@@ -549,12 +549,12 @@ def test_read_graph_errors(tmp_path):
     with raises_input(tmp_path / "missing.npz") as info:
         read_graph(tmp_path / "missing.npz")
     assert "no such file" in str(info.value)
-    (tmp_path / "g.parquet").write_text("x")
-    with raises_input(tmp_path / "g.parquet") as info:
-        read_graph(tmp_path / "g.parquet")
+    (tmp_path / "g.h5").write_text("x")  # a format dglctl does not read
+    with raises_input(tmp_path / "g.h5") as info:
+        read_graph(tmp_path / "g.h5")
     assert "npz" in info.value.hint and "chunked" in info.value.hint and ".csv" in info.value.hint
     with pytest.raises(PartitionOptionError):
-        read_graph(tmp_path / "g.parquet", fmt="parquet")
+        read_graph(tmp_path / "g.h5", fmt="hdf5")
     write_npz(small_graph(), tmp_path / "g.npz")
     with pytest.raises(PartitionOptionError):
         read_graph(tmp_path / "g.npz", delimiter=",")
