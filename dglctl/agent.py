@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .agent_logs import read_logs, tail_lines
 from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
 from .lease import age as lease_age
 from .proc_groups import (
@@ -322,35 +323,17 @@ def _stoppable(job: Path, procs: dict[str, int]) -> tuple[dict[str, int], dict[s
 
 
 def cmd_logs(args: argparse.Namespace) -> dict[str, Any]:
-    """New bytes of each log since the given offsets (at most --max bytes per log)."""
-    job = _job_dir(args.workspace, args.job)
-    out = {}
-    for name, offset in json.loads(args.offsets).items():
-        path = job / f"{name}.log"
-        try:
-            with open(path, "rb") as f:
-                f.seek(int(offset))
-                data = f.read(args.max)
-        except FileNotFoundError:
-            data = b""
-        out[name] = {"offset": int(offset) + len(data), "text": data.decode("utf-8", "replace")}
-    return out
+    """New text of each log since its offset: at most --max bytes, never a cut character;
+    --tail N / --since T / --since-ago S start later: at its last N lines, at its lines since
+    time T (or S seconds ago, by this host's clock), placed by time marks (dglctl.agent_logs)."""
+    since = args.since if args.since_ago is None else time.time() - args.since_ago
+    return read_logs(_job_dir(args.workspace, args.job), json.loads(args.offsets), args.max,
+                     tail=args.tail, since=since)
 
 
 def cmd_tail(args: argparse.Namespace) -> dict[str, Any]:
-    """The last lines of each named log."""
-    job = _job_dir(args.workspace, args.job)
-    out = {}
-    for name in json.loads(args.names):
-        try:
-            with open(job / f"{name}.log", "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 64 * 1024))
-                lines = f.read().decode("utf-8", "replace").splitlines()
-        except FileNotFoundError:
-            lines = []
-        out[name] = lines[-args.lines:]
-    return out
+    """The last --lines lines of each named log."""
+    return tail_lines(_job_dir(args.workspace, args.job), json.loads(args.names), args.lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         for a in ("--workspace", "--job", what):
             s.add_argument(a, required=True)
         s.add_argument(limit, type=int, default=default)
+        if name == "logs":
+            s.add_argument("--tail", type=int, default=None, help="start at the last N lines")
+            s.add_argument("--since", type=float, default=None,
+                           help="start at the lines written since this Unix time")
+            s.add_argument("--since-ago", type=float, default=None,
+                           help="start at the lines written this many seconds ago")
     args = p.parse_args(argv)
     if args.cmd == "wrap":
         if args.argv and args.argv[0] == "--":

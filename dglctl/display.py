@@ -1,10 +1,12 @@
-"""The one display layer: phase lines and messages on stderr, results and JSON on stdout."""
+"""The one display layer: phase lines and messages on stderr, results and JSON on stdout.
+Colour only through :func:`style`: on a terminal, and never with NO_COLOR set."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -15,6 +17,23 @@ def human_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.{digits}f} {unit}"
     return f"{n:.0f} B"
+
+
+def use_colour(stream: TextIO) -> bool:
+    """Whether text for ``stream`` may carry colour: only on a terminal, and never while
+    ``NO_COLOR`` is set to anything but "" (https://no-color.org) or ``TERM`` is "dumb"."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        return False
+
+
+def style(text: str, stream: TextIO, **how: Any) -> str:
+    """``text`` styled as ``click.style(**how)`` would, only where :func:`use_colour` allows:
+    every colour dglctl prints goes through here (today: "error:" and "hint:")."""
+    return click.style(text, **how) if use_colour(stream) else text
 
 
 class Display:
@@ -39,6 +58,12 @@ class Display:
         if not self.json_mode:
             click.echo(text)
 
+    def json_line(self, payload: Any) -> None:
+        """One record of a machine-readable stream (stdout, JSON mode only): compact JSON on
+        one line, so that a reader can take each line as it comes."""
+        if self.json_mode:
+            click.echo(json.dumps(payload, separators=(",", ":"), default=str))
+
     def json(self, payload: Any) -> None:
         """The command's machine-readable result (stdout), printed only in JSON mode."""
         if self.json_mode:
@@ -46,9 +71,9 @@ class Display:
 
     def error(self, message: str, hint: str | None = None) -> None:
         """An error and its hint (stderr), printed even in quiet and JSON modes."""
-        click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
+        click.echo(style("error: ", sys.stderr, fg="red", bold=True) + message, err=True)
         if hint:
-            click.echo(click.style("hint: ", fg="yellow") + hint, err=True)
+            click.echo(style("hint: ", sys.stderr, fg="yellow") + hint, err=True)
 
 
 class PhaseProgress:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,8 +16,11 @@ import click
 from ..errors import ConfigError, HostError
 
 if TYPE_CHECKING:
-    from ..hosts.agent_client import AgentClient, ProcState
+    from ..display import Display
+    from ..hosts.agent_client import AgentClient, LogStart, ProcState
     from ..jobs.manifest import JobManifest
+    from ..jobs.observe import LogLine, LogStream
+    from ..jobs.stop import StopOutcome
 
 
 def _clients(manifest: JobManifest) -> list[AgentClient]:
@@ -152,19 +159,23 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
 @click.option("--all", "stop_all", is_flag=True, help="Stop every job that is not stopped.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL.")
+@click.option("--json", "json_mode", is_flag=True,
+              help="Print a JSON list, one object per job: the groups signalled (TERM, KILL), "
+                   "those left alone and why, survivors, shared-memory files removed, per host.")
 @click.pass_obj
-def stop(app: Any, job: str | None, stop_all: bool, grace: float) -> None:
+def stop(app: Any, job: str | None, stop_all: bool, grace: float, json_mode: bool) -> None:
     """Stop JOB on every host: SIGTERM its process groups, SIGKILL after --grace, remove its
     shared memory. Only processes recorded in the job's manifest are touched."""
     from ..jobs.manifest import JobManifest, list_jobs
     from ..jobs.stop import stop_job
 
-    display = app.display()
+    display = app.display(json_mode)
     if stop_all == (job is not None):
         raise ConfigError("give a JOB or --all")
     jobs = [m for m in list_jobs() if m.state.active] if stop_all else [JobManifest.load(job)]
     if not jobs:
         display.result("no running jobs")
+    records, failed = [], []
     for m in jobs:
         clients = _clients(m)
         try:
@@ -172,54 +183,166 @@ def stop(app: Any, job: str | None, stop_all: bool, grace: float) -> None:
             outcome = stop_job(m, clients, display=display, grace=grace)
         finally:
             _close(clients)
+        records.append(_stop_record(m, outcome))
         if already and not outcome.signalled:
             display.result(f"job {m.job_id} is already {m.state}; nothing to stop")
         else:
             display.result(f"job {m.job_id} stopped ({outcome.signalled} process group(s) "
                            "signalled)")
         if outcome.survivors:
-            raise HostError(f"job {m.job_id}: {outcome.survivors} survived SIGKILL",
-                              hint="see 'dglctl status' and the hosts' process tables")
+            failed.append(f"job {m.job_id}: {outcome.survivors} survived SIGKILL")
+    display.json(records)
+    if failed:  # every job was stopped first; then the error names each survivor
+        raise HostError("; ".join(failed),
+                        hint="see 'dglctl status' and the hosts' process tables")
+
+
+def _stop_record(m: JobManifest, outcome: StopOutcome) -> dict[str, Any]:
+    """What ``stop --json`` says of one job."""
+    hosts = [{"host": h.name, "terminated": r.terminated, "killed": r.killed,
+              "skipped": r.skipped, "denied": r.denied, "survivors": r.survivors,
+              "shm_removed": r.shm_removed} for h, r in zip(m.hosts, outcome.hosts, strict=True)]
+    return {"job": m.job_id, "state": m.state, "signalled": outcome.signalled,
+            "terminated": [n for h in hosts for n in h["terminated"]],
+            "killed": [n for h in hosts for n in h["killed"]],
+            "survivors": outcome.survivors, "denied": outcome.denied, "hosts": hosts}
+
+
+_SAMPLERS = ("sampler processes have no log of their own: a trainer forks them and they "
+             "write into its log (their lines appear among the trainer's)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd])+")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str) -> LogStart:
+    """``--since``: a duration (``30s``, ``10m``, ``2h``, ``1d``, ``1h30m``: that long ago by
+    each host's clock) or an ISO time (``2024-05-01T10:00``; local time unless it names a
+    zone)."""
+    from datetime import datetime
+
+    from ..hosts.agent_client import LogStart
+
+    if _DURATION.fullmatch(text):
+        return LogStart(since_ago=sum(float(n) * _UNITS[u] for n, u in
+                                      re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)))
+    try:
+        return LogStart(since=datetime.fromisoformat(text).timestamp())
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: not a duration or an ISO time",
+                          hint="e.g. --since 30s, 10m, 2h, 1d, 1h30m, or 2024-05-01T10:00 "
+                               "(local time) or 2024-05-01T10:00+00:00") from None
 
 
 @click.command()
 @click.argument("job")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
-@click.option("--host", "host_name", default=None, help="Only this host.")
-@click.option("--role", type=click.Choice(["server", "trainer"]), default=None,
-              help="Only this role.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new lines, from every host, until no process of the job "
+                   "runs any more (Ctrl-C stops following: exit code 130).")
+@click.option("--host", "host_name", default=None, help="Only this host (its name).")
+@click.option("--role", type=click.Choice(["server", "sampler", "trainer"]), default=None,
+              help="Only this role. Samplers have no log of their own: a trainer forks its "
+                   "sampler processes and their output is in that trainer's log.")
+@click.option("--tail", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Start at the last N lines of each log.")
+@click.option("--since", "since_text", default=None, metavar="WHEN",
+              help="Start at the lines written since WHEN: a duration (30s, 10m, 2h, 1d, "
+                   "1h30m) or an ISO time. Lines carry no timestamp: each host's agent notes "
+                   "the size of a log whenever it reads it (at most once a second; the "
+                   "launcher reads every 0.3 s while it supervises the job, 'logs -f' every "
+                   "0.5 s), and a log starts at its last note before WHEN, so no line since "
+                   "WHEN is left out but earlier ones may be included (a note on stderr says "
+                   "when; a log with no note before WHEN starts at its beginning). With "
+                   "--tail too, the later of the two starts.")
+@click.option("--json", "json_mode", is_flag=True,
+              help='One JSON object per line: {"host", "role", "rank", "line"}.')
 @click.pass_obj
-def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | None) -> None:
-    """Print JOB's logs, each line prefixed [host role rank]."""
-    from ..hosts.agent_client import ProcStatus
+def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | None,
+         tail: int | None, since_text: str | None, json_mode: bool) -> None:
+    """Print JOB's logs whole, each line prefixed [host role rank], each log in turn (with
+    -f, lines as they come, from every host)."""
+    from ..hosts.agent_client import LogStart
     from ..jobs.manifest import JobManifest
-    from ..jobs.observe import LogStream, probe_job
+    from ..jobs.observe import LogStream
 
-    display = app.display()
+    display = app.display(json_mode)
     m = JobManifest.load(job)
-    procs = [p for p in m.procs if (host_name is None or m.hosts[p.host].name == host_name)
+    if role == "sampler":
+        raise ConfigError(f"job {m.job_id}: --role sampler: {_SAMPLERS}",
+                          hint=f"use 'dglctl logs {m.job_id} --role trainer'")
+    names = [h.name for h in m.hosts]
+    if host_name is not None and host_name not in names:
+        raise ConfigError(f"job {m.job_id} has no host {host_name!r}; its hosts: "
+                          f"{', '.join(names)}")
+    procs = [p for p in m.procs if (host_name is None or names[p.host] == host_name)
              and (role is None or p.role == role)]
     if not procs:
-        raise ConfigError(f"job {job}: no process matches --host {host_name} --role {role}")
+        raise ConfigError(f"job {m.job_id}: no {role or 'process'} on "
+                          f"{host_name or 'any host'}", hint="see 'dglctl status " f"{m.job_id}'")
+    since = parse_since(since_text) if since_text is not None else LogStart()
+    start = LogStart(tail=tail, since=since.since, since_ago=since.since_ago)
     clients = _clients(m)
-    stream = LogStream(clients, m.job_id, procs, whole_lines=follow)
+    stream = LogStream(clients, m.job_id, procs, start=start)
+
+    def emit(lines: Iterable[LogLine]) -> None:
+        for line in lines:
+            if json_mode:
+                display.json_line(line.as_json())
+            else:
+                display.line(line.prefixed())
+
     try:
-        while True:
-            lines, read = stream.poll()
-            for line in lines:
-                display.line(line)
-            if not follow:
-                if read:  # a log longer than one read: read on until the end
-                    continue
-                return
-            states = probe_job(clients, m)
-            if not any(s.state is ProcStatus.RUNNING for s in states.values()):
-                for line in stream.poll()[0]:  # what they wrote since the last poll
-                    display.line(line)
-                return
-            time.sleep(0.5)
+        first, _ = stream.read()  # every log's first read: one call per host
+        if since_text is not None:
+            _note_since(display, stream, since_text, since)
+        if follow:
+            _follow(m, clients, stream, first, emit)
+        else:
+            by_log: dict[str, list[LogLine]] = {p.name: [] for p in procs}
+            for line in first:
+                by_log[line.proc.name].append(line)
+            for p in procs:  # each log whole, in turn
+                emit(by_log.pop(p.name))
+                emit(stream.drain([p.name]))
+    except BrokenPipeError:  # 'dglctl logs JOB | head': the reader has gone; so do we
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
         _close(clients)
+
+
+def _follow(m: JobManifest, clients: list[AgentClient], stream: LogStream,
+            first: list[LogLine], emit: Callable[[Iterable[LogLine]], None]) -> None:
+    """Print lines as they come until no process of the job runs, then the rest."""
+    from ..hosts.agent_client import ProcStatus
+    from ..jobs.observe import probe_job
+
+    emit(first)
+    while True:
+        if not any(stream.more(n) for n in stream.procs):
+            states = probe_job(clients, m)
+            if not any(s.state is ProcStatus.RUNNING for s in states.values()):
+                emit(stream.drain())  # what they wrote before they ended
+                return
+            time.sleep(0.5)
+        emit(stream.read()[0])
+
+
+def _note_since(display: Display, stream: LogStream, since_text: str, start: LogStart) -> None:
+    """Say on stderr of each log that starts well before --since, and why."""
+    from ..agent_logs import MARK_EVERY
+
+    wanted = start.since if start.since is not None else time.time() - (start.since_ago or 0)
+    for name, chunk in stream.chunks.items():
+        if chunk.mark is None or wanted - chunk.mark <= 2 * MARK_EVERY:
+            continue
+        label = stream.label(stream.procs[name])
+        if chunk.mark == 0.0 or chunk.start == 0:
+            display.info(f"{label} its log has no time mark before --since {since_text}: "
+                         "printed from its beginning, so earlier lines are included")
+        else:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(chunk.mark))
+            display.info(f"{label} lines carry no time: printed from where its log ended at "
+                         f"{when}, its last time mark before --since {since_text}, so lines "
+                         "written in between may be included too")
 
 
 COMMANDS = [status, stop, logs]

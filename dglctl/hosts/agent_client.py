@@ -14,6 +14,10 @@ from ..config import Host
 from .group import fan_out
 from .transport import Transport
 
+# Bytes of one log per agent call: the answer is one JSON document (over SSH, one channel's
+# output); a longer log takes more calls, each starting where the last one ended.
+LOG_READ_BYTES = 1 << 20
+
 
 class ProcStatus(enum.StrEnum):
     """What the agent found of one process (the values are the agent's JSON strings)."""
@@ -114,10 +118,47 @@ class Started:
 
 @dataclass(frozen=True)
 class LogChunk:
-    """New text of one log, and the byte offset after it."""
+    """New text of one log (never a cut character), the byte offset after it, and (from
+    agents that say) the log's size then, where the text began (a read that started at the
+    last lines or at a time starts later than asked) and, for a read since a time, when the
+    log was known to end at ``start`` (None: exactly then; 0.0: unknown)."""
 
     offset: int
     text: str
+    size: int | None = None
+    start: int | None = None
+    mark: float | None = None
+
+    @property
+    def more(self) -> bool:
+        """Whether the log had more bytes than this read returned."""
+        return self.size is not None and self.offset < self.size
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LogChunk:
+        """Parse one entry of the agent's ``logs`` answer."""
+        return cls(int(data["offset"]), data["text"], data.get("size"), data.get("start"),
+                   data.get("mark"))
+
+
+@dataclass(frozen=True)
+class LogStart:
+    """Where a first read of a log begins: at its last ``tail`` lines, at the lines written
+    since ``since`` (a Unix time) or ``since_ago`` seconds ago by the host's clock; the
+    latest of those given (none: its beginning)."""
+
+    tail: int | None = None
+    since: float | None = None
+    since_ago: float | None = None
+
+    def args(self) -> list[str]:
+        """The agent's options for this start."""
+        out: list[str] = []
+        for opt, value in (("--tail", self.tail), ("--since", self.since),
+                           ("--since-ago", self.since_ago)):
+            if value is not None:
+                out += [opt, str(value)]
+        return out
 
 
 @dataclass(frozen=True)
@@ -201,10 +242,13 @@ class AgentClient:
                                   for n, s in r.get("states", {}).items()},
                           denied=list(r.get("denied", [])), skipped=dict(r.get("skipped", {})))
 
-    def logs(self, job: str, offsets: Mapping[str, int]) -> dict[str, LogChunk]:
-        """New text of each named log since its byte offset."""
-        raw = self._call("logs", *self._job(job), "--offsets", json.dumps(dict(offsets)))
-        return {name: LogChunk(int(c["offset"]), c["text"]) for name, c in raw.items()}
+    def logs(self, job: str, offsets: Mapping[str, int], *, start: LogStart | None = None,
+             max_bytes: int = LOG_READ_BYTES) -> dict[str, LogChunk]:
+        """New text of each named log since its byte offset (or later, from ``start``): at
+        most ``max_bytes`` of each; a chunk's ``more`` says the log has more."""
+        raw = self._call("logs", *self._job(job), "--offsets", json.dumps(dict(offsets)),
+                         "--max", str(max_bytes), *(start.args() if start else []))
+        return {name: LogChunk.from_json(c) for name, c in raw.items()}
 
     def tail(self, job: str, names: Sequence[str], lines: int = 20) -> dict[str, list[str]]:
         """The last ``lines`` lines of each named log."""
@@ -225,10 +269,14 @@ def probe_hosts(clients: Sequence[AgentClient], job: str,
 
 
 def read_logs(clients: Sequence[AgentClient], job: str,
-              offsets_per_host: Sequence[Mapping[str, int]]) -> dict[str, LogChunk]:
-    """New text of the named logs on every host at once; one dict by process name."""
+              offsets_per_host: Sequence[Mapping[str, int]], *,
+              start: LogStart | None = None) -> dict[str, LogChunk]:
+    """New text of the named logs on every host at once (from ``start`` on, when given: a
+    first read); one dict by process name."""
     def fetch(i: int, c: AgentClient) -> dict[str, LogChunk]:
-        return c.logs(job, offsets_per_host[i]) if offsets_per_host[i] else {}
+        if not offsets_per_host[i]:
+            return {}
+        return c.logs(job, offsets_per_host[i], start=start)
 
     chunks: dict[str, LogChunk] = {}
     for r in fan_out(clients, fetch):

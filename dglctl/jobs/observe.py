@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ..hosts.agent_client import AgentClient, ProcState, ProcStatus, probe_hosts, read_logs
+from ..hosts.agent_client import (
+    AgentClient,
+    LogChunk,
+    LogStart,
+    ProcState,
+    ProcStatus,
+    probe_hosts,
+    read_logs,
+)
 from .manifest import JobManifest, ProcRecord
 
 
@@ -15,48 +25,138 @@ def probe_job(clients: Sequence[AgentClient], manifest: JobManifest) -> dict[str
     return probe_hosts(clients, manifest.job_id, manifest.procs_per_host())
 
 
+@dataclass(frozen=True)
+class LogLine:
+    """One whole line of one process's log (without its newline)."""
+
+    host: str
+    proc: ProcRecord
+    text: str
+
+    def prefixed(self) -> str:
+        """The line as people read it: ``[host role rank] text``."""
+        return f"[{self.host} {self.proc.role} {self.proc.rank}] {self.text}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The line for ``--json``: host, role, rank, line."""
+        return {"host": self.host, "role": self.proc.role, "rank": self.proc.rank,
+                "line": self.text}
+
+
 class LogStream:
     """New lines of the tracked processes' logs, read from every host at once.
 
-    With ``whole_lines`` (following a live job), a line is printed only once its newline has
-    arrived; the rest waits for the next poll.
+    Lines are whole: the agent never cuts a character, and what follows a log's last newline
+    waits for the rest of its line (:meth:`flush` gives it, once nothing more will come).
+    Without ``whole_lines`` that unfinished part is given at once, as a line of its own.
+    ``start`` places each log's first read (its last lines, or the lines since a time).
     """
 
     def __init__(self, clients: Sequence[AgentClient], job_id: str,
-                 procs: Iterable[ProcRecord] = (), *, whole_lines: bool = True) -> None:
+                 procs: Iterable[ProcRecord] = (), *, whole_lines: bool = True,
+                 start: LogStart | None = None) -> None:
         self.clients = clients
         self.job_id = job_id
         self.whole_lines = whole_lines
+        self.start = start
         self.procs: dict[str, ProcRecord] = {}
         self.offsets: dict[str, int] = {}
+        self.pending: dict[str, str] = {}  # the unfinished last line of each log
+        self.chunks: dict[str, LogChunk] = {}  # the last read of each log
+        self.unread: set[str] = set()  # logs not read yet: their read begins at ``start``
         for p in procs:
             self.track(p)
 
     def track(self, proc: ProcRecord) -> None:
-        """Follow ``proc``'s log from its start."""
+        """Follow ``proc``'s log from its start (or from ``start``)."""
+        if proc.name not in self.procs:
+            self.unread.add(proc.name)
         self.procs[proc.name] = proc
         self.offsets.setdefault(proc.name, 0)
+        self.pending.setdefault(proc.name, "")
 
     def label(self, proc: ProcRecord) -> str:
         """``[host role rank]`` of a tracked process."""
         return f"[{self.clients[proc.host].host.name} {proc.role} {proc.rank}]"
 
+    def read(self, names: Iterable[str] | None = None) -> tuple[list[LogLine], int]:
+        """``(whole new lines, bytes read)`` of the named logs (default: every tracked one),
+        one agent call per host, at most one read's worth of each log (see ``more``)."""
+        wanted = list(self.procs) if names is None else list(names)
+        first = [n for n in wanted if n in self.unread]
+        later = [n for n in wanted if n not in self.unread]
+        chunks: dict[str, LogChunk] = {}
+        for group, start in ((first, self.start), (later, None)):
+            if group:
+                per_host: list[dict[str, int]] = [{} for _ in self.clients]
+                for name in group:
+                    per_host[self.procs[name].host][name] = self.offsets[name]
+                chunks.update(read_logs(self.clients, self.job_id, per_host, start=start))
+        lines: list[LogLine] = []
+        read = 0
+        for name in wanted:  # in the order asked, not the order the hosts answered
+            chunk = chunks.get(name)
+            if chunk is None:
+                continue
+            self.unread.discard(name)
+            self.chunks[name] = chunk
+            began = chunk.start if chunk.start is not None else self.offsets[name]
+            read += chunk.offset - began
+            self.offsets[name] = chunk.offset
+            parts = (self.pending[name] + chunk.text).split("\n")
+            self.pending[name] = parts.pop()
+            if not self.whole_lines and self.pending[name]:
+                parts.append(self.pending[name])
+                self.pending[name] = ""
+            lines.extend(self._line(name, t) for t in parts)
+        return lines, read
+
+    def more(self, name: str) -> bool:
+        """Whether ``name``'s log had more than its last read returned (or is unread)."""
+        chunk = self.chunks.get(name)
+        return name in self.unread or (chunk is not None and chunk.more)
+
+    def drain(self, names: Iterable[str] | None = None) -> Iterator[LogLine]:
+        """Every line of the named logs (default: all) up to where each ended at its first
+        read (one agent call per host per read), then their unfinished last lines."""
+        wanted = list(self.procs) if names is None else list(names)
+        ends = {n: self._end(n) for n in wanted if n in self.chunks}
+        while wanted := [n for n in wanted if not self._caught_up(n, ends)]:
+            lines, _ = self.read(wanted)
+            yield from lines
+            for name in wanted:
+                ends.setdefault(name, self._end(name))
+        yield from self.flush(names)
+
+    def _end(self, name: str) -> int:
+        chunk = self.chunks[name]
+        return chunk.size if chunk.size is not None else chunk.offset
+
+    def _caught_up(self, name: str, ends: dict[str, int]) -> bool:
+        chunk = self.chunks.get(name)
+        if chunk is None or name in self.unread:
+            return False
+        # The end seen first is reached, the agent says there is no more, or no progress
+        # (a broken last character the agent holds back).
+        return chunk.offset >= ends[name] or not chunk.more or chunk.offset == chunk.start
+
+    def flush(self, names: Iterable[str] | None = None) -> list[LogLine]:
+        """The unfinished last lines of the named logs (once no more will come)."""
+        out = []
+        for name in list(self.procs) if names is None else names:
+            if self.pending[name]:
+                out.append(self._line(name, self.pending[name]))
+                self.pending[name] = ""
+        return out
+
     def poll(self) -> tuple[list[str], int]:
         """``(prefixed new lines, bytes read)`` since the last poll."""
-        per_host: list[dict[str, int]] = [{} for _ in self.clients]
-        for name, p in self.procs.items():
-            per_host[p.host][name] = self.offsets[name]
-        lines: list[str] = []
-        read = 0
-        for name, chunk in read_logs(self.clients, self.job_id, per_host).items():
-            text = chunk.text
-            read += chunk.offset - self.offsets[name]
-            cut = text.rfind("\n") + 1 if self.whole_lines else len(text)
-            # The offset after what was printed; the rest is read again next time.
-            self.offsets[name] = chunk.offset - len(text[cut:].encode())
-            prefix = self.label(self.procs[name]) + " "
-            lines.extend(prefix + line for line in text[:cut].splitlines())
-        return lines, read
+        lines, read = self.read()
+        return [line.prefixed() for line in lines], read
+
+    def _line(self, name: str, text: str) -> LogLine:
+        proc = self.procs[name]
+        return LogLine(self.clients[proc.host].host.name, proc, text)
 
 
 def signal_name(sig: int | None) -> str:
