@@ -53,7 +53,8 @@ class LaunchCommand(click.Command):
 
     def _script_index(self, ctx: click.Context, args: list[str]) -> int | None:
         """Where SCRIPT is in ``args``: the first word that is neither an option nor an
-        option's value."""
+        option's value (with ``-m MODULE``: the word after MODULE, where its arguments
+        begin; a ``--`` is put there so that they are never read as launcher options)."""
         takes_value = {name for p in self.get_params(ctx) if isinstance(p, click.Option)
                        and not p.is_flag for name in p.opts}
         i = 0
@@ -61,6 +62,9 @@ class LaunchCommand(click.Command):
             a = args[i]
             if a == "--":
                 return i + 1 if i + 1 < len(args) else None
+            if a in ("-m", "--module") and i + 1 < len(args):
+                args.insert(i + 2, "--")
+                return None
             if not a.startswith("-") or a == "-":
                 return i
             i += 2 if a in takes_value else 1
@@ -81,8 +85,14 @@ def _check_dgl_spelling(arg: str) -> None:
 
 
 @click.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
-@click.argument("script", type=click.Path(path_type=Path))
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [ARGS]...")
+@click.option("-m", "--module", default=None, metavar="MODULE",
+              help="Run a module of the project (python -m MODULE) instead of SCRIPT; the "
+                   "words after MODULE are its arguments.")
+@click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="The project folder shipped to every host (checksummed, only changes "
+                   "copied; .dglctlignore in gitignore syntax leaves files out); the trainers "
+                   "run in its copy [default: SCRIPT's folder; with -m, this folder].")
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path), default=None,
               help="Cluster YAML [default: the local cluster of configs/local.yaml: two "
                    "machines on 127.0.0.1 and 127.0.0.2, no SSH]")
@@ -101,7 +111,8 @@ def _check_dgl_spelling(arg: str) -> None:
 @click.option("--json", "json_mode", is_flag=True,
               help="With --dry-run: the plan as JSON; with --detach: the job id as JSON.")
 @click.pass_obj
-def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: Path | None,
+def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: Path | None,
+           cluster_path: Path | None,
            part_config: Path, num_servers: int | None, num_trainers: int | None,
            num_samplers: int | None, port_base: int | None, ip_config: Path | None,
            detach: bool, dry_run: bool, json_mode: bool) -> None:
@@ -126,6 +137,11 @@ def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: P
     if json_mode and not (dry_run or detach):
         raise ConfigError("--json goes with --dry-run or --detach",
                           hint="a supervised launch streams its logs as text")
+    script = None
+    if module is None:
+        if not script_args:
+            raise click.UsageError("give SCRIPT (or -m MODULE)")
+        script, script_args = Path(script_args[0]), script_args[1:]
     if script_args[:1] == ("--",):
         script_args = script_args[1:]  # SCRIPT -- ARGS: the separator is not the script's
     if ip_config is not None:
@@ -137,7 +153,8 @@ def launch(app: Any, script: Path, script_args: tuple[str, ...], cluster_path: P
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, port_base=port_base)
     opts = LaunchOptions(script=script, script_args=tuple(script_args), part_config=part_config,
-                         detach=detach, port_base_explicit=port_base is not None)
+                         detach=detach, port_base_explicit=port_base is not None,
+                         module=module, workdir=workdir)
     display = app.display(json_mode)
     launcher = Launcher(cluster, opts, display)
     if dry_run:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import ClusterConfig, Host
 from ..display import Display, human_bytes
-from ..errors import ConfigError, IntegrityError, Interrupted, JobFailed, PreflightError
+from ..errors import ConfigError, Interrupted, JobFailed, PreflightError
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.transport import Transport, make_transport
@@ -41,8 +41,10 @@ from .plan import (
     preflight_ports,
     select_hosts,
 )
+from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
+from .sync import sync_files
 
 __all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
 
@@ -71,7 +73,7 @@ def read_part_config(opts: LaunchOptions, cluster: ClusterConfig) -> dict[str, A
 
     cfg = read_config(opts.part_config)
     select_hosts(cluster, cfg["num_parts"], str(cfg["_path"]))
-    if not opts.script.is_file():
+    if opts.script is not None and not opts.script.is_file():
         raise ConfigError(f"training script {opts.script}: no such file")
     problems = verify_files(cfg, list(range(cfg["num_parts"])), checksums=False)
     if problems:
@@ -94,6 +96,12 @@ class Launcher:
         self.token = secrets.token_hex(16)
         self.part_cfg = read_part_config(opts, cluster)
         self.hosts = select_hosts(cluster, self.part_cfg["num_parts"], self.part_cfg["_path"])
+        self.project = collect_project(opts.project_root)
+        self.script_rel = entry_in(self.project, opts)
+        if self.project.bytes > WARN_BYTES:
+            display.info(f"warning: the project {self.project.root} is "
+                         f"{human_bytes(self.project.bytes)} ({len(self.project.files)} files), "
+                         f"shipped to every host; list what they do not need in {IGNORE_FILE}")
         self.transports = [transport_factory(h, cluster) for h in self.hosts]
         self.clients = [AgentClient(t) for t in self.transports]
         self.plan: JobPlan | None = None
@@ -112,7 +120,8 @@ class Launcher:
         return plan_job(self.cluster, self.opts, part_config=self.part_cfg, job_id=self.job_id,
                         token=self.token, workspaces=[t.workspace for t in self.transports],
                         pythons=[t.python() for t in self.transports], port_base=port_base,
-                        cores=cores)
+                        cores=cores, project_dir=self.project.host_dir,
+                        script_rel=self.script_rel)
 
     # --- steps -------------------------------------------------------------------------------
     def run(self) -> int:
@@ -250,36 +259,16 @@ class Launcher:
     def _copy_host(self, i: int, client: AgentClient) -> tuple[int, int]:
         plan = self._require_plan()
         hp, t = plan.hosts[i], client.transport
-        src_dir = Path(self.part_cfg["_dir"])
-        expected = self.part_cfg["files"]
-        rels = list(hp.files)
-        have = client.checksums(hp.data_dir, rels, sizes_only=True, timeout=60)
-        todo = [r for r in rels if have.get(r) is None or have[r].size != expected[r]["size"]]
-        # Same size is not proof: verify checksums of what is there (fast: xxh3).
-        kept = [r for r in rels if r not in todo]
-        if kept:
-            sums = client.checksums(hp.data_dir, kept)
-            todo += [r for r in kept if sums[r] is None
-                     or sums[r].xxh3_128 != expected[r]["xxh3_128"]]
-        sent = 0
+        files = self.part_cfg["files"]
         data_rel = f"data/{plan.graph_name}"
-        for rel in todo:
-            t.put(src_dir / rel, f"{data_rel}/{rel}")
-            sent += expected[rel]["size"]
-        if todo:
-            sums = client.checksums(hp.data_dir, todo)
-            bad = [r for r in todo if sums[r] is None
-                   or sums[r].xxh3_128 != expected[r]["xxh3_128"]]
-            if bad:
-                raise IntegrityError(
-                    f"host {hp.name}: {len(bad)} copied file(s) fail their checksum, e.g. "
-                    f"{bad[0]}",
-                    hint="the copy was damaged on the way or on the host's disk; launch again "
-                         "to copy them again, and check the host's disk if it repeats")
+        n, sent = sync_files(client, Path(self.part_cfg["_dir"]), data_rel, hp.files,
+                             {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files})
+        p = self.project
+        pn, psent = sync_files(client, p.root, p.host_dir, [f.rel for f in p.files],
+                               {f.rel: (f.size, f.xxh3_128) for f in p.files})
         t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
-        t.put(self.opts.script, f"jobs/{self.job_id}/{self.opts.script.name}")
-        return len(todo), sent
+        return n + pn, sent + psent
 
     def _require_plan(self) -> JobPlan:
         if self.plan is None:
@@ -290,7 +279,7 @@ class Launcher:
         self.manifest = JobManifest(
             job_id=self.job_id, token=self.token,
             cluster=self.cluster.source(),
-            script=str(self.opts.script), args=list(self.opts.script_args),
+            script=self.opts.entry, args=list(self.opts.script_args),
             part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
             hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)
                    for h in plan.hosts],

@@ -32,11 +32,25 @@ JOB_FIELDS = ("role", "job_id", "token", "machine_id", "ip_config", "part_config
 class LaunchOptions:
     """What ``dglctl launch`` was asked to run (beyond the cluster config)."""
 
-    script: Path
+    script: Path | None  # None with ``module``
     script_args: tuple[str, ...]
     part_config: Path
     detach: bool = False
     port_base_explicit: bool = False
+    module: str | None = None  # ``-m package.module``: run a module of the project
+    workdir: Path | None = None  # the project folder shipped [default: SCRIPT's, or here]
+
+    @property
+    def project_root(self) -> Path:
+        """The folder shipped to every host."""
+        if self.workdir is not None:
+            return self.workdir
+        return self.script.parent if self.script is not None else Path.cwd()
+
+    @property
+    def entry(self) -> str:
+        """What runs, in words: the script's path, or ``-m MODULE``."""
+        return f"-m {self.module}" if self.module else str(self.script)
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,7 @@ class HostPlan:
     data_dir: str
     part_config: str
     ip_config: str
+    work_dir: str  # the project's copy, the trainers' working folder
 
 
 @dataclass(frozen=True)
@@ -248,14 +263,16 @@ def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
 
 def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mapping[str, Any],
              job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
-             port_base: int | None = None, cores: Sequence[int | None] | None = None
-             ) -> JobPlan:
+             port_base: int | None = None, cores: Sequence[int | None] | None = None,
+             project_dir: str = "work/project", script_rel: str | None = None) -> JobPlan:
     """The plan of a launch (pure: no I/O).
 
     ``part_config`` is the partition's config (``graph_name``, ``num_parts``, ``files``);
     ``workspaces`` and ``pythons`` are each host's, as preflight found them (or as configured,
     for a dry run); ``port_base`` is the chosen one (default: the configured one); ``cores``
-    each host's usable CPUs (preflight), for the OMP_NUM_THREADS default (None: unknown).
+    each host's usable CPUs (preflight), for the OMP_NUM_THREADS default (None: unknown);
+    ``project_dir`` the project's folder in each workspace and ``script_rel`` SCRIPT's path in
+    it (default: its file name), unless ``opts.module`` names what runs.
     """
     graph = graph_name(part_config)
     hosts = select_hosts(cluster, part_config["num_parts"], str(part_config.get("_path", "")))
@@ -274,7 +291,13 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
             python=py, files=host_files(part_config, i), bytes_needed=host_bytes(part_config, i),
             job_dir=join_path(ws, f"jobs/{job_id}"), data_dir=data_dir,
             part_config=f"{data_dir}/{graph}.json",
-            ip_config=join_path(ws, f"jobs/{job_id}/ip_config.txt")))
+            ip_config=join_path(ws, f"jobs/{job_id}/ip_config.txt"),
+            work_dir=join_path(ws, project_dir)))
+    if opts.module:
+        entry: tuple[str, ...] = ("-m", opts.module)
+    else:
+        assert opts.script is not None
+        entry = (script_rel or opts.script.name,)
 
     def contract(hp: HostPlan, role: str, server_id: int = 0) -> dict[str, str]:
         env = runtime_environ(
@@ -306,10 +329,10 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
             procs.append(ProcSpec(
                 name=name, host=hp.index, host_name=hp.name,
                 role="trainer", rank=rank, local_rank=local,
-                argv=(hp.python, opts.script.name, *opts.script_args), env=env, cwd=hp.job_dir,
+                argv=(hp.python, *entry, *opts.script_args), env=env, cwd=hp.work_dir,
                 port=master_port if rank == 0 else None))
     shm_dir = procs[0].env.get("DGLCTL_SHM_DIR", "/dev/shm")
-    return JobPlan(job_id=job_id, graph_name=graph, script=str(opts.script), hosts=tuple(plans),
+    return JobPlan(job_id=job_id, graph_name=graph, script=opts.entry, hosts=tuple(plans),
                    procs=tuple(procs), port_base=base, master_addr=master_addr,
                    master_port=master_port, world_size=world, shm_dir=shm_dir,
                    ip_config=tuple((h.data_address, base) for h in hosts))

@@ -54,7 +54,8 @@ def _cluster(tmp_path: Path) -> Path:
 
 
 def _launch(tmp_path: Path, script: str, part_config: Path, *args: str) -> tuple[str, Path]:
-    """``dglctl launch`` the example; its whole output and the job's folder on machine 0."""
+    """``dglctl launch`` the example; its whole output and its working folder on machine 0
+    (the copy of the examples folder, shipped as the job's project)."""
     home = tmp_path / "home"
     env = {**os.environ, "DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
@@ -67,7 +68,8 @@ def _launch(tmp_path: Path, script: str, part_config: Path, *args: str) -> tuple
     procs, files = leftovers(job.stem)
     assert procs == [] and files == [], (procs, files)
     assert proc.returncode == 0, out
-    return out, tmp_path / "ws" / "m0" / "jobs" / job.stem
+    (work,) = (tmp_path / "ws" / "m0" / "work").iterdir()
+    return out, work
 
 
 def test_train_dist_node_classification(part_config, tmp_path):

@@ -61,7 +61,7 @@ def test_processes_ranks_and_world():
     assert [h.name for h in p.hosts] == ["a", "b"]
     t = p.trainers[4]
     assert t.host == 1 and t.host_name == "b" and t.label == "[b trainer 4]"
-    assert t.argv == ("/py", "train.py", "--epochs", "2") and t.cwd == "/ws/1/jobs/0101-abcdef"
+    assert t.argv == ("/py", "train.py", "--epochs", "2") and t.cwd == "/ws/1/work/project"  # the project's copy
     assert p.servers[0].argv == ("/py", "-m", "runtime.server")
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.rank = 0

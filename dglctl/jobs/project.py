@@ -1,0 +1,121 @@
+"""The project a job runs: the working folder shipped to every host (``launch --workdir``,
+by default SCRIPT's folder), so a script that imports a sibling module runs there as here.
+
+Which files: everything under the folder except what ``.dglctlignore`` (gitignore syntax, via
+``pathspec``, the matcher black and others use) and the built-in ignores exclude: version
+control, caches, virtual environments. Each file is listed with its size and xxh3-128, so a
+launch copies only what changed, as it does for the shards. Pure: reads local files only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+IGNORE_FILE = ".dglctlignore"
+# What no training run needs on the hosts, and what is often huge: always left out.
+BUILTIN_IGNORES = (".git/", ".hg/", ".svn/", "__pycache__/", "*.pyc", ".venv/", "venv/",
+                   ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".ipynb_checkpoints/",
+                   IGNORE_FILE)
+WARN_BYTES = 100 << 20  # a project larger than this is probably shipping data by mistake
+
+
+@dataclass(frozen=True)
+class ProjectFile:
+    """One file of the project: its path relative to the project folder, size, checksum."""
+
+    rel: str
+    size: int
+    xxh3_128: str
+
+
+@dataclass(frozen=True)
+class Project:
+    """The shipped folder: where it is here, its files, and its folder name on the hosts."""
+
+    root: Path
+    files: tuple[ProjectFile, ...]
+
+    @property
+    def bytes(self) -> int:
+        """Total size of the files."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def host_dir(self) -> str:
+        """Its folder in a host's workspace: ``work/NAME-HASH`` (the hash of its path here,
+        so two projects with one name do not share a copy; launches of one project do, and
+        so copy only what changed)."""
+        tag = hashlib.sha1(str(self.root).encode()).hexdigest()[:8]
+        return f"work/{self.root.name or 'root'}-{tag}"
+
+
+def _spec(root: Path):
+    import pathspec
+
+    lines = list(BUILTIN_IGNORES)
+    ignore = root / IGNORE_FILE
+    if ignore.is_file():
+        lines += ignore.read_text().splitlines()
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError as e:  # pathspec's message names the pattern
+        raise ConfigError(f"{ignore}: {e}") from None
+
+
+def collect_project(root: Path) -> Project:
+    """The project under ``root``: every file not ignored, with sizes and checksums. A link
+    to a file ships as the file it points to (as the script would read it here); linked
+    folders are not followed (a link to / would ship the machine)."""
+    from partitioner.format import file_checksum
+
+    root = root.resolve()
+    if not root.is_dir():
+        raise ConfigError(f"--workdir {root}: no such folder")
+    spec = _spec(root)
+    files = []
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        rel_dir = here.relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        dirs[:] = sorted(d for d in dirs if not spec.match_file(prefix + d + "/"))
+        for name in sorted(names):
+            rel = prefix + name
+            path = here / name
+            if spec.match_file(rel) or not path.is_file():
+                continue
+            files.append(ProjectFile(rel, path.stat().st_size, file_checksum(path)))
+    return Project(root, tuple(files))
+
+
+def entry_in(project: Project, opts) -> str | None:
+    """SCRIPT's path inside the project, or None for ``-m MODULE`` (checked: the module's
+    file or package ``__main__`` is shipped)."""
+    if opts.module is None:
+        return script_in(project, opts.script)
+    base = opts.module.replace(".", "/")
+    shipped = {f.rel for f in project.files}
+    if not {f"{base}.py", f"{base}/__main__.py"} & shipped:
+        raise ConfigError(f"-m {opts.module}: neither {base}.py nor {base}/__main__.py is in "
+                          f"the project {project.root}",
+                          hint="run from the folder that holds the package, or pass --workdir")
+    return None
+
+
+def script_in(project: Project, script: Path) -> str:
+    """SCRIPT's path inside the project (what the hosts run), or an error naming both."""
+    try:
+        # The link itself, not its target: the script is shipped under its own name.
+        rel = (script.parent.resolve() / script.name).relative_to(project.root).as_posix()
+    except ValueError:
+        raise ConfigError(f"training script {script} is not inside --workdir {project.root}",
+                          hint="leave --workdir out (SCRIPT's folder is shipped), or pass "
+                               "the folder that holds SCRIPT") from None
+    if rel not in {f.rel for f in project.files}:
+        raise ConfigError(f"training script {script} is excluded by {IGNORE_FILE} in "
+                          f"{project.root}")
+    return rel

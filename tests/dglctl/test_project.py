@@ -1,0 +1,123 @@
+"""A project, not a file: --workdir (default SCRIPT's folder) is shipped to every host,
+checksummed and updated incrementally, with .dglctlignore; -m runs a module of it; the
+trainers run in its copy. Real launches on the local cluster."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dglctl.cli import main
+from dglctl.jobs.manifest import list_jobs
+from tests.dglctl.conftest import leftovers
+
+pytestmark = pytest.mark.multiprocess
+
+TRAIN = """\
+import os
+import sys
+from model import describe
+from tools.util import twice
+print(f"OUT rank={os.environ['RANK']} {describe()} {twice(21)} cwd={os.getcwd()} "
+      f"args={sys.argv[1:]}", flush=True)
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    root = tmp_path / "proj"
+    (root / "tools").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "train.py").write_text(TRAIN)
+    (root / "model.py").write_text("def describe():\n    return 'model-v1'\n")
+    (root / "tools" / "__init__.py").write_text("")
+    (root / "tools" / "util.py").write_text("def twice(x):\n    return 2 * x\n")
+    (root / "tools" / "__main__.py").write_text(textwrap.dedent("""\
+        import os, sys
+        from tools.util import twice
+        print(f"OUT module rank={os.environ['RANK']} {twice(5)} args={sys.argv[1:]}",
+              flush=True)
+        """))
+    (root / "data" / "big.npy").write_bytes(b"x" * 4096)
+    (root / "notes.bin").write_bytes(b"y" * 100)
+    (root / ".dglctlignore").write_text("# not for the hosts\ndata/\n*.bin\n")
+    return root
+
+
+def _launch(argv, capsys) -> tuple[int, str, str]:
+    code = main(["launch", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _work_dirs(job_id: str) -> list[Path]:
+    m = list_jobs()[-1]
+    assert m.job_id == job_id
+    return [Path(h.workspace) for h in m.hosts]
+
+
+def test_a_script_that_imports_its_siblings_runs_in_the_projects_copy(
+        parts, home, local_cluster, project, capsys):
+    base = ["--cluster", str(local_cluster), "--part-config", str(parts[2])]
+    code, out, err = _launch([*base, str(project / "train.py"), "--epochs", "3"], capsys)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "OUT " in line]
+    assert len(lines) == 4 and all("model-v1 42" in x and "args=['--epochs', '3']" in x
+                                   for x in lines), out
+    job = list_jobs()[-1]
+    for ws in _work_dirs(job.job_id):
+        (copy,) = (ws / "work").iterdir()
+        assert copy.name.startswith("proj-")
+        shipped = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file())
+        assert shipped == ["model.py", "tools/__init__.py", "tools/__main__.py",
+                           "tools/util.py", "train.py"], shipped
+        assert any(f"cwd={copy}" in x for x in lines)
+    assert leftovers(job.job_id) == ([], [])
+    # A change ships that file alone; the job sees the new version.
+    (project / "model.py").write_text("def describe():\n    return 'model-v2'\n")
+    code, out, err = _launch([*base, str(project / "train.py")], capsys)
+    assert code == 0, err
+    assert out.count("model-v2 42") == 4
+    assert re.findall(r"m\d: (\d+) file\(s\)", err) == ["1", "1"], err
+
+
+def test_module_of_the_project(parts, home, local_cluster, project, capsys, monkeypatch):
+    monkeypatch.chdir(project)  # -m ships the current folder by default
+    code, out, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
+                              "-m", "tools", "--part-config", "not-the-launchers"], capsys)
+    assert code == 0, err
+    assert out.count("OUT module") == 4 and "10 args=['--part-config', 'not-the-launchers']" in out
+    assert list_jobs()[-1].script == "-m tools"
+
+
+def test_project_errors_are_named(parts, home, local_cluster, project, tmp_path, capsys):
+    base = ["--cluster", str(local_cluster), "--part-config", str(parts[2]), "--dry-run"]
+    code, _, err = _launch([*base, "--workdir", str(project), "-m", "nope.train"], capsys)
+    assert code == 2 and "neither nope/train.py nor nope/train/__main__.py" in err, err
+    other = tmp_path / "elsewhere.py"
+    other.write_text("print('x')\n")
+    code, _, err = _launch([*base, "--workdir", str(project), str(other)], capsys)
+    assert code == 2 and "is not inside --workdir" in err, err
+    code, _, err = _launch([*base, str(project / "notes.bin")], capsys)
+    assert code == 2 and "excluded by .dglctlignore" in err, err
+    assert list_jobs() == []
+
+
+def test_a_big_project_is_warned_about(parts, home, local_cluster, project, capsys,
+                                       monkeypatch):
+    monkeypatch.setattr("dglctl.jobs.launcher.WARN_BYTES", 100)
+    code, _, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
+                            "--dry-run", str(project / "train.py")], capsys)
+    assert code == 0, err
+    assert f"warning: the project {project} is" in err and "shipped to every host" in err
+
+
+def test_a_relative_script_path(parts, home, local_cluster, project, capsys, monkeypatch):
+    monkeypatch.chdir(project.parent)
+    code, out, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
+                              "proj/train.py"], capsys)
+    assert code == 0, err
+    assert out.count("model-v1 42") == 4
