@@ -25,12 +25,13 @@ TRANSPORTS = ("local", "ssh")
 class SSHSettings:
     """How dglctl reaches a host over SSH (keys or agent; passwords are never used)."""
 
-    user: str | None = None
-    port: int = 22
+    user: str | None = None  # None here and below: what ~/.ssh/config (ssh -G) says
+    port: int | None = None
     key: str | None = None
-    known_hosts: str = "~/.ssh/known_hosts"
+    known_hosts: str | None = None  # added to the config's (~/.ssh/known_hosts, /etc/ssh/...)
     strict_host_keys: bool = True
     connect_timeout: float = 10.0
+    config: str | None = None  # the OpenSSH client config [default: ~/.ssh/config]
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class ClusterConfig:
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
         "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
-_SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout"}
+_SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
 
 
 # What each kind of value may be. A host's name is a folder name (its workspace on a local
@@ -209,6 +210,14 @@ def _user(path: str, where: str, value: Any) -> str | None:
                     "with '-')")
 
 
+def _is_ip(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+        return True
+    except ValueError:
+        return False
+
+
 def _resolve(address: str) -> str:
     """The IP of ``address`` (itself if it is one; unresolvable names are left as they are,
     and rejected below with a hint to set ``data_address``)."""
@@ -262,10 +271,11 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     _check_keys(path, "ssh.", ssh_data, _SSH)
     ssh = SSHSettings(
         user=_user(path, "ssh.user", ssh_data.get("user")),
-        port=_typed(path, "ssh.port", ssh_data.get("port", 22), int, minimum=1),
+        port=_typed(path, "ssh.port", ssh_data["port"], int, minimum=1)
+        if ssh_data.get("port") is not None else None,
         key=_local_path(path, "ssh.key", ssh_data.get("key")),
-        known_hosts=_local_path(path, "ssh.known_hosts",
-                                ssh_data.get("known_hosts", "~/.ssh/known_hosts")),
+        known_hosts=_local_path(path, "ssh.known_hosts", ssh_data.get("known_hosts")),
+        config=_local_path(path, "ssh.config", ssh_data.get("config")),
         strict_host_keys=_typed(path, "ssh.strict_host_keys",
                                 ssh_data.get("strict_host_keys", True), bool),
         connect_timeout=_typed(path, "ssh.connect_timeout",
@@ -290,6 +300,11 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
             raise ConfigError(f"{path}: {where} has no 'address'")
         address = _address(path, f"{where}.address", h["address"])
         data_address = h.get("data_address") or _resolve(address)
+        if data_address == address and transport == "ssh" and not _is_ip(address):
+            # An alias of ~/.ssh/config (address: gpu0): its HostName is the machine.
+            from .ssh_config import resolve_address
+
+            data_address = _resolve(resolve_address(address, ssh.config))
         try:
             ipaddress.ip_address(data_address)
         except ValueError:
@@ -304,7 +319,8 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         host_ssh = replace(
             ssh,
             user=_user(path, f"{where}.user", h.get("user", ssh.user)),
-            port=_typed(path, f"{where}.port", h.get("port", ssh.port), int, minimum=1),
+            port=_typed(path, f"{where}.port", h["port"], int, minimum=1)
+            if h.get("port") is not None else ssh.port,
             key=_local_path(path, f"{where}.key", h.get("key", ssh.key)),
         )
         hosts.append(Host(address=address, name=name, data_address=data_address, ssh=host_ssh,

@@ -159,8 +159,13 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     launcher = Launcher(cluster, opts, display)
     if dry_run:
         plan = launcher.dry_run()
-        display.json(plan.describe())
+        # How each host would be reached, as 'ssh -G' resolves it (no connection is made).
+        ssh = {t.host.name: t.resolved() for t in launcher.transports if hasattr(t, "resolved")}
+        display.json({**plan.describe(),
+                      "ssh": {n: {"connect": r.describe(), **r.options} for n, r in ssh.items()}})
         render_plan(plan, display)
+        for name, r in ssh.items():
+            display.result(f"ssh {name}: {r.describe()}")
         return
     code = launcher.run()
     if code:

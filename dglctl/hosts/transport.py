@@ -17,19 +17,16 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..config import ClusterConfig, Host
 from ..display import human_bytes
-from ..errors import (
-    AuthFailed,
-    CopyFailed,
-    HostUnreachable,
-    RemoteCommandFailed,
-    UnknownHostKey,
-)
+from ..errors import CopyFailed, RemoteCommandFailed
+from ..ssh_config import DEFAULT_CONFIG, ResolvedSSH, resolve_ssh
+from .ssh_connect import connect_chain
 
 AGENT = ["-m", "dglctl.agent"]
 SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
@@ -189,53 +186,27 @@ class SSHTransport(Transport):
         super().__init__(host, cluster)
         self._client = None
         self._sftp = None
+        self._hops: list[Any] = []  # jump-host clients under self._client
+        self._resolved: ResolvedSSH | None = None
+        self._lock = threading.Lock()
 
     def python(self) -> str:
         return self.host.python
 
-    def _connect(self):
-        if self._client is not None:
-            return self._client
-        import paramiko
+    def resolved(self) -> ResolvedSSH:
+        """How this host is reached: ~/.ssh/config (``ssh -G``) under the YAML's values."""
+        if self._resolved is None:
+            ssh = self.host.ssh
+            self._resolved = resolve_ssh(self.host.address, config=ssh.config, user=ssh.user,
+                                         port=ssh.port, key=ssh.key,
+                                         known_hosts=ssh.known_hosts)
+        return self._resolved
 
-        ssh = self.host.ssh
-        client = paramiko.SSHClient()
-        known = os.path.expanduser(ssh.known_hosts)
-        if os.path.exists(known):
-            client.load_host_keys(known)
-        client.set_missing_host_key_policy(
-            paramiko.RejectPolicy() if ssh.strict_host_keys else paramiko.AutoAddPolicy())
-        where = f"{ssh.user + '@' if ssh.user else ''}{self.host.address}:{ssh.port}"
-        try:
-            client.connect(self.host.address, port=ssh.port, username=ssh.user,
-                           key_filename=os.path.expanduser(ssh.key) if ssh.key else None,
-                           timeout=ssh.connect_timeout, banner_timeout=ssh.connect_timeout,
-                           auth_timeout=ssh.connect_timeout, allow_agent=True,
-                           look_for_keys=ssh.key is None)
-        except paramiko.BadHostKeyException as e:
-            raise UnknownHostKey(
-                f"host {self.host.name} ({where}): its key does not match {known}: {e}",
-                hint="if the host was reinstalled, remove its old line from known_hosts") from None
-        except paramiko.SSHException as e:
-            if "not found in known_hosts" in str(e):
-                raise UnknownHostKey(
-                    f"host {self.host.name} ({where}) is not in {known}",
-                    hint=f"connect once with 'ssh -p {ssh.port} {where.rsplit(':', 1)[0]}' to "
-                         "check and record its key, or set ssh.strict_host_keys: false for a "
-                         "test cluster") from None
-            if isinstance(e, paramiko.AuthenticationException):
-                raise AuthFailed(
-                    f"host {self.host.name} ({where}): SSH authentication failed: {e}",
-                    hint="check ssh.user and ssh.key (keys or agent only; no passwords)") from None
-            raise HostUnreachable(f"host {self.host.name} ({where}): SSH error: {e}") from None
-        except (TimeoutError, OSError) as e:
-            raise HostUnreachable(f"host {self.host.name} ({where}): cannot connect: {e}",
-                                  hint="check the address, port and that sshd runs") from None
-        transport = client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(5)
-        self._client = client
-        return client
+    def _connect(self):
+        with self._lock:  # the lease renewer's thread may ask at the same time
+            if self._client is None:
+                self._client, self._hops = connect_chain(self.host, self.resolved())
+            return self._client
 
     def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
         client = self._connect()
@@ -326,17 +297,24 @@ class SSHTransport(Transport):
         scp = shutil.which("scp")
         if scp is None:
             return False
-        ssh = self.host.ssh
-        known = os.path.expanduser(ssh.known_hosts)
-        argv = [scp, "-q", "-B", "-P", str(ssh.port),
+        ssh, r = self.host.ssh, self.resolved()
+        known = " ".join(r.known_hosts) if ssh.strict_host_keys else "/dev/null"
+        # The same resolution as the paramiko connection: the config file for what only ssh
+        # reads (certificates, ciphers), and explicit options for who logs in where.
+        argv = [scp, "-q", "-B", "-F", os.path.expanduser(ssh.config or DEFAULT_CONFIG)
+                if os.path.exists(os.path.expanduser(ssh.config or DEFAULT_CONFIG))
+                else "/dev/null", "-P", str(r.port),
                 "-o", f"ConnectTimeout={int(ssh.connect_timeout)}",
                 "-o", f"StrictHostKeyChecking={'yes' if ssh.strict_host_keys else 'no'}",
-                "-o", f"UserKnownHostsFile={known if ssh.strict_host_keys else '/dev/null'}"]
+                "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null"]
+        for k in r.identity_files:
+            argv += ["-i", k]
         if ssh.key:
-            argv += ["-i", os.path.expanduser(ssh.key), "-o", "IdentitiesOnly=yes"]
-        target = f"{ssh.user + '@' if ssh.user else ''}{self.host.address}"
-        if ":" in self.host.address:  # IPv6 literal
-            target = f"{ssh.user + '@' if ssh.user else ''}[{self.host.address}]"
+            argv += ["-o", "IdentitiesOnly=yes"]
+        if r.proxy_jump:
+            argv += ["-J", ",".join(r.proxy_jump)]
+        target = (f"{r.user + '@' if r.user else ''}"
+                  f"{f'[{r.hostname}]' if ':' in r.hostname else r.hostname}")
         # "--": a source named "-o..." (a relative path) is a file name, not an option.
         p = subprocess.run([*argv, "--", str(source), f"{target}:{dest}"], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL)
@@ -366,6 +344,9 @@ class SSHTransport(Transport):
         if self._client is not None:
             self._client.close()
             self._client = None
+        for c in self._hops:
+            c.close()
+        self._hops = []
 
 
 def make_transport(host: Host, cluster: ClusterConfig) -> Transport:

@@ -1,0 +1,134 @@
+"""SSH the way people configure it: hosts named only by ~/.ssh/config aliases (each with its
+own port and key), a host behind a jump host, a host key only in a system-wide known-hosts
+file; commands, SFTP and scp all log in the same way. Two real OpenSSH servers on loopback."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import paramiko
+import pytest
+import yaml
+
+from dglctl.cli import main
+from dglctl.config import load_cluster_config
+from dglctl.errors import UnknownHostKey
+from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
+from dglctl.jobs.manifest import list_jobs
+from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
+from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.sshd import ADDRESSES, start_sshd
+
+pytestmark = pytest.mark.ssh
+TRAINER = str(SCRIPTS / "trainer.py")
+
+
+@pytest.fixture(scope="module")
+def two_sshd(tmp_path_factory):
+    """Two sshd servers (own ports, host keys and client keys), both on 127.0.0.1-3."""
+    servers = [start_sshd(tmp_path_factory.mktemp(f"sshd{i}")) for i in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def _block(alias: str, address: str, server, **extra: str) -> str:
+    lines = [f"Host {alias}", f"  HostName {address}", f"  Port {server.port}", "  User root",
+             f"  IdentityFile {server.client_key}", "  IdentitiesOnly yes",
+             f"  UserKnownHostsFile {extra.pop('known', server.known_hosts)}"]
+    lines += [f"  {k} {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cluster(tmp_path, ssh_config, aliases) -> object:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "transport": "ssh", "ssh": {"config": str(ssh_config), "connect_timeout": 5},
+        "hosts": [{"address": a, "workspace": str(tmp_path / f"ws-{a}")} for a in aliases],
+        "python": sys.executable, "servers_per_host": 1, "trainers_per_host": 1,
+        "samplers_per_trainer": 0, "timeout": 5}))
+    return path
+
+
+def test_hosts_named_by_config_aliases_only(two_sshd, parts, home, tmp_path, capsys):
+    a, b = two_sshd
+    cfg = tmp_path / "ssh_config"
+    # Other ports and keys per host; the YAML names neither.
+    cfg.write_text(_block("gpu0", ADDRESSES[0], a) + _block("gpu1", ADDRESSES[1], b)
+                   + _block("gpu2", ADDRESSES[2], a))
+    cluster = _cluster(tmp_path, cfg, ["gpu0", "gpu1", "gpu2"])
+    assert [h.data_address for h in load_cluster_config(cluster).hosts] == list(ADDRESSES)
+    code = main(["launch", "--cluster", str(cluster), "--part-config", str(parts[3]),
+                 "--dry-run", "--json", TRAINER])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert plan["ssh"]["gpu1"]["port"] == str(b.port) and plan["ssh"]["gpu1"]["user"] == "root"
+    assert str(b.client_key) in plan["ssh"]["gpu1"]["connect"]
+    code = main(["launch", "--cluster", str(cluster), "--part-config", str(parts[3]), TRAINER,
+                 "ok"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.count("] done") == 3
+    assert leftovers(list_jobs()[-1].job_id) == ([], [])
+    # A big file goes through the system scp: the same alias, port and key.
+    c = load_cluster_config(cluster)
+    t = SSHTransport(c.hosts[1], c)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"z" * SCP_MIN_BYTES)
+    try:
+        t.put(big, "big.bin")
+    finally:
+        t.close()
+    assert (tmp_path / "ws-gpu1" / "big.bin").read_bytes() == big.read_bytes()
+
+
+def test_a_host_behind_a_jump_host(two_sshd, tmp_path):
+    a, b = two_sshd
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(_block("login", ADDRESSES[0], a)
+                   + _block("node7", ADDRESSES[2], b, ProxyJump="login"))
+    r = resolve_ssh("node7", config=str(cfg))
+    assert r.proxy_jump == ("login",) and r.port == b.port
+    c = load_cluster_config(_cluster(tmp_path, cfg, ["node7"]))
+    t = SSHTransport(c.hosts[0], c)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"j" * SCP_MIN_BYTES)
+    try:
+        report = t.agent("preflight", "--workspace", str(tmp_path / "ws-node7"))
+        # The connection to node7 is a channel of the login host's connection.
+        assert isinstance(t._client.get_transport().sock, paramiko.Channel)
+        assert len(t._hops) == 1
+        t.put(big, "big.bin")  # scp -J login
+    finally:
+        t.close()
+    assert report["workspace_writable"]
+    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
+
+
+def test_a_host_key_only_in_a_system_wide_file(two_sshd, tmp_path):
+    a, _ = two_sshd
+    system = tmp_path / "ssh_known_hosts"  # stands for /etc/ssh/ssh_known_hosts
+    system.write_text(a.known_hosts.read_text())
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(_block("m0", ADDRESSES[0], a, known="/dev/null",
+                          GlobalKnownHostsFile=str(system)))
+    c = load_cluster_config(_cluster(tmp_path, cfg, ["m0"]))
+    t = SSHTransport(c.hosts[0], c)
+    try:
+        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+    finally:
+        t.close()
+    system.write_text("")  # and without it: refused, naming the files looked in
+    t = SSHTransport(c.hosts[0], c)
+    with pytest.raises(UnknownHostKey) as e:
+        t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+    t.close()
+    assert str(system) in e.value.message
+
+
+def test_the_system_known_hosts_are_read_by_default(tmp_path):
+    empty = tmp_path / "empty_config"
+    empty.write_text("")
+    r = resolve_ssh("somehost", config=str(empty))
+    assert set(SYSTEM_KNOWN_HOSTS) <= set(r.known_hosts)
