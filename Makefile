@@ -13,6 +13,9 @@ FIGURES_ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	# The tested torch first (the CPU build from the machines' wheel folder): pyproject's
+	# torch>=2.13 alone would let pip pick a newer, multi-GB CUDA build from PyPI.
+	$(BIN)/python -m pip install -q 'torch==2.13.0'
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
