@@ -43,9 +43,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 def _register() -> None:
-    from .commands import data, jobs, launch
+    from .commands import data, examples, jobs, launch
 
-    for command in [*data.COMMANDS, *launch.COMMANDS, *jobs.COMMANDS]:
+    for command in [*data.COMMANDS, *launch.COMMANDS, *jobs.COMMANDS, *examples.COMMANDS]:
         cli.add_command(command)
 
 

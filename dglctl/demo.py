@@ -4,10 +4,15 @@ Generates a 20k-node community graph, partitions it into 2 parts with METIS, and
 GraphSAGE example on the local default cluster (configs/local.yaml: 2 machines on loopback,
 2 trainers each, 1 sampler process per trainer). The trainers print per-epoch loss and
 validation accuracy, then the test accuracy; nothing is left running afterwards.
+
+``python -m dglctl.demo [--out DIR]`` works from any folder, in a clone or after
+``pip install``: the graph and its partitions go to DIR (default ``demo-out`` in the current
+folder), the hosts' workspaces below the local cluster's ``workspace`` (``/tmp/dglctl-local``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -19,15 +24,17 @@ DEMO_DIR = Path("demo-out")
 DATA = Path(__file__).resolve().parent / "data"
 
 
-def run() -> int:
-    """Run the demo pipeline through the real CLI; returns the exit code."""
+def run(out: Path = DEMO_DIR) -> int:
+    """Run the demo pipeline through the real CLI, writing its files below ``out``; returns
+    the exit code. The launch step leaves out --cluster: the default is the package's own."""
+    print(f"dglctl demo: graph and partitions in {out.resolve()}", flush=True)
     steps = [
         ["generate", "--nodes", "20000", "--avg-degree", "12", "--seed", "0",
-         "--out", str(DEMO_DIR / "demo.npz"), "--overwrite"],
-        ["partition", "--input", str(DEMO_DIR / "demo.npz"), "--graph-name", "demo",
-         "--num-parts", "2", "--balance-edges", "--out", str(DEMO_DIR / "parts"), "--overwrite"],
-        ["launch", "--cluster", str(DATA / "local.yaml"), "--part-config",
-         str(DEMO_DIR / "parts" / "demo.json"), str(DATA / "train_dist.py"),
+         "--out", str(out / "demo.npz"), "--overwrite"],
+        ["partition", "--input", str(out / "demo.npz"), "--graph-name", "demo",
+         "--num-parts", "2", "--balance-edges", "--out", str(out / "parts"), "--overwrite"],
+        ["launch", "--part-config", str(out / "parts" / "demo.json"),
+         str(DATA / "train_dist.py"),
          "--graph-name", "demo", "--num-epochs", "3", "--batch-size", "500", "--lr", "0.01"],
     ]
     for argv in steps:
@@ -38,5 +45,15 @@ def run() -> int:
     return 0
 
 
+def command_line(argv: list[str] | None = None) -> int:
+    """``python -m dglctl.demo [--out DIR]``: parse the arguments and run the demo."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dglctl.demo",
+        description="Generate a graph, partition it and train GraphSAGE on the local cluster.")
+    parser.add_argument("--out", type=Path, default=DEMO_DIR, metavar="DIR",
+                        help="folder for the graph and its partitions [default: ./demo-out]")
+    return run(parser.parse_args(argv).out)
+
+
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(command_line())
