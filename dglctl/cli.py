@@ -43,9 +43,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 def _register() -> None:
-    from .commands import data, examples, jobs, launch
+    from .commands import check, data, examples, jobs, launch
 
-    for command in [*data.COMMANDS, *launch.COMMANDS, *jobs.COMMANDS, *examples.COMMANDS]:
+    for command in [*data.COMMANDS, *launch.COMMANDS, *check.COMMANDS, *jobs.COMMANDS,
+                    *examples.COMMANDS]:
         cli.add_command(command)
 
 
@@ -66,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     display = Display()
     try:
-        cli.main(args=argv, prog_name="dglctl", standalone_mode=False)
+        # Outside standalone mode click returns an Exit's code instead of raising it.
+        code = cli.main(args=argv, prog_name="dglctl", standalone_mode=False)
+        if isinstance(code, int) and code:
+            return code
     except click.exceptions.Abort:
         display.error("interrupted")
         return EXIT_INTERRUPTED

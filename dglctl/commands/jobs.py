@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from ..errors import ConfigError, HostError
 
@@ -35,6 +36,20 @@ def _close(clients: list[AgentClient]) -> None:
         c.transport.close()
 
 
+def complete_job_ids(ctx: click.Context, param: click.Parameter,
+                     incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a JOB argument: the recorded job ids that start with what was
+    typed, newest first, each with its state and script as help (zsh and fish show it)."""
+    from ..jobs.manifest import list_jobs
+
+    try:
+        jobs = list_jobs()
+    except OSError:  # an unreadable DGLCTL_HOME: nothing to offer, never a traceback
+        return []
+    return [CompletionItem(j.job_id, help=f"{j.state}, {Path(j.script).name}")
+            for j in reversed(jobs) if j.job_id.startswith(incomplete)]
+
+
 def _fmt_secs(s: float | None) -> str:
     if s is None:
         return "-"
@@ -42,7 +57,7 @@ def _fmt_secs(s: float | None) -> str:
 
 
 @click.command()
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete_job_ids)
 @click.option("--json", "json_mode", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def status(app: Any, job: str | None, json_mode: bool) -> None:
@@ -155,7 +170,7 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
 
 
 @click.command()
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete_job_ids)
 @click.option("--all", "stop_all", is_flag=True, help="Stop every job that is not stopped.")
 @click.option("--grace", type=float, default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL.")
@@ -234,7 +249,7 @@ def parse_since(text: str) -> LogStart:
 
 
 @click.command()
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job_ids)
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new lines, from every host, until no process of the job "
                    "runs any more (Ctrl-C stops following: exit code 130).")

@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -29,18 +28,8 @@ from ..hosts.transport import Transport, make_transport
 from ..lease import lease_seconds, renew_interval
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
-from .plan import (
-    JobPlan,
-    LaunchOptions,
-    ProcSpec,
-    busy_ports_problem,
-    choose_ports,
-    host_bytes,
-    host_files,
-    plan_job,
-    preflight_ports,
-    select_hosts,
-)
+from .plan import JobPlan, LaunchOptions, ProcSpec, host_bytes, plan_job, select_hosts
+from .preflight import ask_hosts, bytes_to_copy, host_problems, judge, preflight_ports
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
@@ -185,21 +174,16 @@ class Launcher:
 
     def preflight(self) -> None:
         """Every host: reachable, same Python and dglctl, ports free, disk space; then the plan
-        on the ports found free."""
-        ports = preflight_ports(self.cluster)
-        reports = fan_out(self.clients, lambda i, c: c.preflight(c.host.data_address, ports))
+        on the ports found free (``jobs.preflight`` holds the checks, shared with ``check``)."""
+        reports = ask_hosts(self.clients, preflight_ports(self.cluster))
         for t, r in zip(self.transports, reports, strict=True):
             t.workspace = r.workspace
-        problems = self.check_reports(reports)
-        chosen = choose_ports(self.cluster, set().union(*[r.ports_busy for r in reports]),
-                              explicit=self.opts.port_base_explicit)
-        if chosen is None:
-            problems.append(busy_ports_problem(
-                self.cluster, {h.name: r.ports_busy for h, r in zip(self.hosts, reports,
-                                                                   strict=True)}))
-        if problems:
-            raise PreflightError(problems)
-        base, _ = chosen
+        result = judge(self.cluster, self.hosts, reports, part_cfg=self.part_cfg,
+                       to_copy=self._bytes_to_copy,
+                       explicit_port=self.opts.port_base_explicit)
+        if result.problems or result.ports is None:
+            raise PreflightError(result.problems)
+        base, _ = result.ports
         if base != self.cluster.port_base:
             k = self.cluster.servers_per_host
             self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
@@ -208,36 +192,13 @@ class Launcher:
 
     def check_reports(self, reports: list[PreflightReport]) -> list[str]:
         """The problems in the hosts' preflight reports (versions, workspace, disk)."""
-        from dglctl import __version__
-
-        local_py = ".".join(map(str, sys.version_info[:2]))
-        problems = []
-        for i, (h, r) in enumerate(zip(self.hosts, reports, strict=True)):
-            need = host_bytes(self.part_cfg, i)
-            if ".".join(r.python.split(".")[:2]) != local_py:
-                problems.append(f"host {h.name}: Python {r.python} ({r.executable}), "
-                                f"here {sys.version.split()[0]}: use the same minor version")
-            if r.dglctl != __version__:
-                problems.append(f"host {h.name}: dglctl {r.dglctl}, here {__version__}: "
-                                "install the same version")
-            if not r.workspace_writable:
-                problems.append(f"host {h.name}: workspace {r.workspace} is not writable")
-            elif r.disk_free < need and r.disk_free < (missing := self._bytes_to_copy(i)):
-                problems.append(f"host {h.name}: {human_bytes(r.disk_free)} free in "
-                                f"{r.workspace}, the shards still to copy need "
-                                f"{human_bytes(missing)} (of {human_bytes(need)})")
-        return problems
+        return [p for i, (h, r) in enumerate(zip(self.hosts, reports, strict=True))
+                for p in host_problems(h.name, r, host_bytes(self.part_cfg, i),
+                                       lambda i=i: self._bytes_to_copy(i)).values()]
 
     def _bytes_to_copy(self, i: int) -> int:
-        """Bytes of host ``i``'s partition files that are missing there or of another size
-        (a file of the right size is checked after the copy, and rarely copied again)."""
-        files = self.part_cfg["files"]
-        rels = host_files(self.part_cfg, i)
-        have = self.clients[i].checksums(
-            self.transports[i].path(f"data/{self.part_cfg['graph_name']}"), rels,
-            sizes_only=True, timeout=60)
-        return sum(files[r]["size"] for r in rels
-                   if have.get(r) is None or have[r].size != files[r]["size"])
+        """Bytes of host ``i``'s partition files still to copy there (``bytes_to_copy``)."""
+        return bytes_to_copy(self.clients[i], self.part_cfg, i)
 
     def copy(self) -> None:
         """Each host gets its part, the config files and the script; unchanged files are skipped."""
