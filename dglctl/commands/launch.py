@@ -160,7 +160,7 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     if dry_run:
         plan = launcher.dry_run()
         # How each host would be reached, as 'ssh -G' resolves it (no connection is made).
-        ssh = {t.host.name: t.resolved() for t in launcher.transports if hasattr(t, "resolved")}
+        ssh = {t.host.name: r for t in launcher.transports if (r := t.resolved()) is not None}
         display.json({**plan.describe(),
                       "ssh": {n: {"connect": r.describe(), **r.options} for n, r in ssh.items()}})
         render_plan(plan, display)

@@ -86,6 +86,10 @@ class Transport:
     def close(self) -> None:
         """Release the connection, if any (a later call opens a new one)."""
 
+    def resolved(self) -> ResolvedSSH | None:
+        """How the host is reached over SSH, as ``ssh -G`` resolves it (None: not SSH)."""
+        return None
+
     # shared -----------------------------------------------------------------------------------
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
         """Run one agent command on the host and return its JSON result."""

@@ -88,6 +88,9 @@ class FakeTransport:
     def close(self) -> None:
         self.closed = True
 
+    def resolved(self) -> None:
+        return None  # not reached over SSH
+
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
         self.calls.append(("agent", args, timeout))
         return self._answer(args[0], args[1:])

@@ -4,6 +4,7 @@ copy step's checks, the root cause of a failure, stop's shared-memory folder."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -115,7 +116,9 @@ def test_copy_sends_once_and_verifies(parts, home, local_cluster, capsys):
     shards = [p for p in fakes[1].files if "/data/g/part1/" in p]
     assert shards and not [p for p in fakes[1].files if "/data/g/part0/" in p]
     assert "/fake/m1/data/g/g.json" in fakes[1].files
-    assert f"/fake/m0/jobs/{la.job_id}/trainer.py" in fakes[0].files
+    # The script's folder is the job's project, shipped to work/NAME-HASH.
+    assert any(re.fullmatch(r"/fake/m0/work/scripts-[0-9a-f]{8}/trainer\.py", p)
+               for p in fakes[0].files), sorted(fakes[0].files)
     assert JobManifest.load(la.job_id).hosts[1].workspace == "/fake/m1"
     la.copy()  # everything is in place with the right checksums
     assert capsys.readouterr().err.count("up to date") == 2
