@@ -69,7 +69,8 @@ time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
 
 
 def write_first_step(work: Path) -> Path:
-    script = work / "first_step.py"
+    script = work / "script" / "first_step.py"  # its folder is the job's project: keep it small
+    script.parent.mkdir(exist_ok=True)
     script.write_text(FIRST_STEP)
     return script
 
@@ -249,6 +250,89 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
                            env=env, timeout=120)
 
 
+def _busy_seconds() -> float:
+    """CPU seconds this machine has spent busy since boot (all cores; /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid``, its reaped children, and its live children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(d.name) == pid:
+            total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+        elif int(f[1]) == pid:
+            total += (int(f[11]) + int(f[12])) / tick
+    return total
+
+
+def supervision_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
+                     seconds: float, sessions: bool) -> dict[str, Any]:
+    """CPU of a supervised job's launcher (and its local agents) and of the whole machine over
+    ``seconds`` of supervision once every trainer sleeps after its first step; with the
+    per-host agent sessions or with an agent started per call (DGLCTL_AGENT_SESSIONS=0)."""
+    cfg = yaml.safe_load(cluster_file.read_text())
+    env = {**cli_env(work), "DGLCTL_AGENT_SESSIONS": "1" if sessions else "0"}
+    jobs = work / "home" / "jobs"
+    before = set(jobs.glob("*.json")) if jobs.exists() else set()
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", "--cluster",
+                             str(cluster_file), "--part-config", str(part_config), str(script),
+                             str(seconds + 120)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    job = None
+    try:
+        deadline = time.time() + 300
+        while job is None and time.time() < deadline:
+            new = [p for p in jobs.glob("*.json") if p not in before] if jobs.exists() else []
+            m = json.loads(new[0].read_text()) if new else {}
+            logs = [Path(p["log"]) for p in m.get("procs", []) if p["role"] == "trainer"]
+            if len(logs) == cfg["trainers_per_host"] * len(cfg["hosts"]) and all(
+                    "FIRST_STEP" in p.read_text(errors="replace") for p in logs):
+                job = m["job_id"]
+            time.sleep(0.2)
+        if job is None:
+            raise RuntimeError("the supervised job's trainers did not reach their first step")
+        time.sleep(2.0)  # past the start-up's own work
+        tree0, busy0, t0 = _tree_seconds(proc.pid), _busy_seconds(), time.perf_counter()
+        time.sleep(seconds)
+        tree1, busy1, dt = _tree_seconds(proc.pid), _busy_seconds(), time.perf_counter() - t0
+        return {"launcher_cpu_per_min": (tree1 - tree0) * 60 / dt,
+                "machine_cpu_per_min": (busy1 - busy0) * 60 / dt}
+    finally:
+        proc.kill()
+        proc.wait()
+        if job is not None:
+            subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
+                           env=env, timeout=120)
+
+
+def report_supervision(cluster_file: Path, part_config: Path, work: Path,
+                       args: argparse.Namespace) -> int:
+    """Print supervision CPU per minute with and without agent sessions, alternating."""
+    script = write_first_step(work)
+    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for i in range(args.repeat):
+        for sessions in ((False, True) if i % 2 == 0 else (True, False)):
+            runs[sessions].append(supervision_once(cluster_file, part_config, script, work,
+                                                   args.supervision, sessions))
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in runs.items()}
+    for field, what in (("launcher_cpu_per_min", "launcher and its local agents"),
+                        ("machine_cpu_per_min", "whole machine (servers, trainers, agents)")):
+        old, new = med[False][field], med[True][field]
+        print(f"supervision CPU, {what}: an agent per call {old:.2f} s/min, one agent per "
+              f"host {new:.2f} s/min; ratio {new / old:.2f}")
+    return 0
+
+
 def direct_once(part_config: Path, script: Path, work: Path, hosts: int, *,
                 stop: bool = False) -> dict[str, Any]:
     """The baseline: the same servers and trainers started with python directly (no launcher),
@@ -389,6 +473,8 @@ def main() -> int:
     ap.add_argument("--orphan", type=float, nargs="*", metavar="TIMEOUT", default=None,
                     help="only the SIGKILLed-launcher figure, for each cluster timeout given "
                          "[default: 3 10]")
+    ap.add_argument("--supervision", type=float, default=None, metavar="SECONDS",
+                    help="only the supervision CPU figure, measured over SECONDS per run")
     args = ap.parse_args()
     from partitioner import partition_graph
     from partitioner.generate import generate_graph
@@ -412,6 +498,8 @@ def main() -> int:
             cluster_file = local_cluster_file(work / "cluster.yaml", hosts=args.hosts)
         if args.orphan is not None:
             return report_orphans(cluster_file, part_config, work, args)
+        if args.supervision is not None:
+            return report_supervision(cluster_file, part_config, work, args)
         r = measure_launch(cluster_file, part_config, work, hosts=args.hosts, repeat=args.repeat,
                            log=lambda m: print(m, file=sys.stderr, flush=True))
     finally:

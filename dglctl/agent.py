@@ -336,63 +336,26 @@ def cmd_tail(args: argparse.Namespace) -> dict[str, Any]:
     return tail_lines(_job_dir(args.workspace, args.job), json.loads(args.names), args.lines)
 
 
+def run(args: argparse.Namespace) -> Any:
+    """Run one parsed agent command (not ``wrap`` or ``serve``) and return its JSON result."""
+    return globals()[f"cmd_{args.cmd}"](args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Parse one agent command, run it, print its JSON result (``wrap`` returns the code)."""
-    p = argparse.ArgumentParser(prog="python -m dglctl.agent")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("preflight")
-    s.add_argument("--workspace", required=True)
-    s.add_argument("--bind", default="127.0.0.1")
-    s.add_argument("--ports", default="")
-    s = sub.add_parser("checksums")
-    s.add_argument("--root", required=True)
-    s.add_argument("--files", required=True)
-    s.add_argument("--sizes-only", action="store_true")
-    s = sub.add_parser("start")
-    for a in ("--workspace", "--job", "--name", "--cwd", "--argv"):
-        s.add_argument(a, required=True)
-    s.add_argument("--lease", type=float, default=None,
-                   help="end the process when the job's lease is silent this many seconds")
-    s.add_argument("--grace", type=float, default=10.0)
-    s = sub.add_parser("wrap")
-    s.add_argument("--rc", required=True)
-    s.add_argument("--pidfile", required=True)
-    s.add_argument("--lease", default=None, help="the lease file to watch")
-    s.add_argument("--lease-seconds", type=float, default=30.0)
-    s.add_argument("--grace", type=float, default=10.0)
-    s.add_argument("--job", default="")
-    s.add_argument("--shm-dir", default="")
-    s.add_argument("argv", nargs=argparse.REMAINDER)
-    s = sub.add_parser("renew")
-    for a in ("--workspace", "--job"):
-        s.add_argument(a, required=True)
-    for name in ("probe", "stop"):
-        s = sub.add_parser(name)
-        for a in ("--workspace", "--job", "--procs"):
-            s.add_argument(a, required=True)
-        s.add_argument("--grace", type=float, default=10.0)
-        if name == "stop":
-            s.add_argument("--shm-dir", default=None,
-                           help="the job's shared-memory folder [default: /dev/shm]")
-    for name, what, limit, default in (("logs", "--offsets", "--max", 1 << 20),
-                                       ("tail", "--names", "--lines", 20)):
-        s = sub.add_parser(name)
-        for a in ("--workspace", "--job", what):
-            s.add_argument(a, required=True)
-        s.add_argument(limit, type=int, default=default)
-        if name == "logs":
-            s.add_argument("--tail", type=int, default=None, help="start at the last N lines")
-            s.add_argument("--since", type=float, default=None,
-                           help="start at the lines written since this Unix time")
-            s.add_argument("--since-ago", type=float, default=None,
-                           help="start at the lines written this many seconds ago")
-    args = p.parse_args(argv)
+    """Parse one agent command, run it, print its JSON result (``wrap`` returns the code;
+    ``serve`` answers commands from stdin until it closes)."""
+    from .agent_args import parser
+
+    args = parser().parse_args(argv)
     if args.cmd == "wrap":
         if args.argv and args.argv[0] == "--":
             args.argv = args.argv[1:]
         return cmd_wrap(args)
-    result = globals()[f"cmd_{args.cmd}"](args)
-    sys.stdout.write(json.dumps(result))
+    if args.cmd == "serve":
+        from .agent_serve import serve
+
+        return serve(run)
+    sys.stdout.write(json.dumps(run(args)))
     sys.stdout.flush()
     return 0
 

@@ -63,7 +63,7 @@ LAYERS = (
 # dglctl, low to high (the CLI on top; jobs use hosts, never the other way).
 DGLCTL_LAYERS = (
     Group("base", 0, ("dglctl", "dglctl.errors", "dglctl.display", "dglctl.agent",
-                     "dglctl.ssh_config",
+                     "dglctl.ssh_config", "dglctl.agent_args", "dglctl.agent_serve",
                      "dglctl.agent_logs", "dglctl.proc_groups", "dglctl.lease")),
     Group("config", 1, ("dglctl.config",)),
     Group("hosts", 2, ("dglctl.hosts.*",)),

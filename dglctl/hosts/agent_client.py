@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Host
+from .agent_session import ENABLED as SESSIONS
+from .agent_session import AgentSession, SessionBroken
 from .group import fan_out
 from .transport import Transport
 
@@ -181,6 +183,7 @@ class AgentClient:
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
+        self.session: AgentSession | None = None
 
     @property
     def host(self) -> Host:
@@ -188,7 +191,24 @@ class AgentClient:
         return self.transport.host
 
     def _call(self, *args: str, timeout: float = 60.0) -> Any:
+        if self.session is not None:
+            try:
+                return self.session.call(args, timeout)
+            except SessionBroken:
+                self.session = None  # the call is made the old way, and so are the next
         return self.transport.agent(*args, timeout=timeout)
+
+    def open_session(self) -> None:
+        """Keep one agent process on the host for the calls that follow (see
+        ``agent_session``); a no-op when sessions are off or one is open."""
+        if self.session is None and SESSIONS:
+            self.session = AgentSession(self.transport)
+
+    def close_session(self) -> None:
+        """End the host's agent session, if any."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     def _job(self, job: str) -> list[str]:
         return ["--workspace", self.transport.workspace, "--job", job]

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import secrets
+import select
 import shlex
 import shutil
 import subprocess
@@ -47,6 +48,14 @@ def remote_line(argv: list[str]) -> str:
 def join_path(workspace: str, rel: str) -> str:
     """``rel`` inside a host's workspace, as the host spells it (``/`` separators)."""
     return f"{workspace.rstrip('/')}/{rel}"
+
+
+class Stream:
+    """A long-lived command's stdin and stdout: ``send`` bytes, ``recv`` what arrived within
+    a timeout (b"" at its end, None when nothing came in time), ``close``."""
+
+    def __init__(self, send: Any, recv: Any, close: Any) -> None:
+        self.send, self.recv, self.close = send, recv, close
 
 
 class Transport:
@@ -89,6 +98,10 @@ class Transport:
     def resolved(self) -> ResolvedSSH | None:
         """How the host is reached over SSH, as ``ssh -G`` resolves it (None: not SSH)."""
         return None
+
+    def open_stream(self, argv: list[str]) -> Stream:
+        """Start ``argv`` on the host with its stdin and stdout connected to this process."""
+        raise NotImplementedError
 
     # shared -----------------------------------------------------------------------------------
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
@@ -156,6 +169,31 @@ class LocalTransport(Transport):
             raise RemoteCommandFailed(f"host {self.host.name}: {shlex.join(argv[:4])} ... took "
                                       f"longer than {timeout:.0f}s") from None
         return p.returncode, p.stdout, p.stderr
+
+    def open_stream(self, argv: list[str]) -> Stream:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        out = p.stdout.fileno()
+
+        def recv(timeout: float) -> bytes | None:
+            ready, _, _ = select.select([out], [], [], max(0.0, timeout))
+            return os.read(out, 1 << 16) if ready else None
+
+        def send(data: bytes) -> None:
+            p.stdin.write(data)
+            p.stdin.flush()
+
+        def close() -> None:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+
+        return Stream(send, recv, close)
 
     def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
         dest = Path(path)
@@ -241,6 +279,19 @@ class SSHTransport(Transport):
         finally:
             chan.close()
         return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def open_stream(self, argv: list[str]) -> Stream:
+        chan = self._connect().get_transport().open_session()
+        chan.exec_command(remote_line(argv))
+
+        def recv(timeout: float) -> bytes | None:
+            chan.settimeout(max(0.001, timeout))
+            try:
+                return chan.recv(1 << 16)
+            except TimeoutError:
+                return None
+
+        return Stream(chan.sendall, recv, chan.close)
 
     def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
         if self._sftp is None:

@@ -85,7 +85,11 @@ class Launcher:
         self.token = secrets.token_hex(16)
         self.part_cfg = read_part_config(opts, cluster)
         self.hosts = select_hosts(cluster, self.part_cfg["num_parts"], self.part_cfg["_path"])
-        self.project = collect_project(opts.project_root)
+        # A script beside its data (or, on the local cluster, beside the hosts' workspaces)
+        # must not ship the partition, the workspaces or the job records as its project.
+        self.project = collect_project(opts.project_root, exclude=[
+            Path(self.part_cfg["_dir"]), dglctl_home(),
+            *(Path(os.path.expanduser(h.workspace)) for h in cluster.hosts)])
         self.script_rel = entry_in(self.project, opts)
         if self.project.bytes > WARN_BYTES:
             display.info(f"warning: the project {self.project.root} is "
@@ -121,6 +125,9 @@ class Launcher:
             self._step(1, "preflight", self.preflight)
             self._step(2, "copy", self.copy)
             started = True
+            # One agent per host from here on: supervising costs a line per poll, not a
+            # Python start per poll per host.
+            fan_out(self.clients, lambda i, c: c.open_session())
             if self.lease is not None:
                 self.renewer = LeaseRenewer(self.clients, self.job_id,
                                             renew_interval(self.cluster.timeout),
@@ -158,6 +165,8 @@ class Launcher:
             if started and self.manifest is not None and not (
                     self.opts.detach and self.manifest.state == JobState.RUNNING):
                 self.teardown()
+            for c in self.clients:
+                c.close_session()
             for t in self.transports:
                 t.close()
 

@@ -17,6 +17,7 @@ import xxhash
 from dglctl import __version__
 from dglctl.config import ClusterConfig, Host
 from dglctl.errors import RemoteCommandFailed
+from dglctl.hosts.transport import Stream
 
 Answer = Any  # a JSON-able value, an exception, or a function of the options -> either
 _PGIDS = itertools.count(50_000)
@@ -90,6 +91,29 @@ class FakeTransport:
 
     def resolved(self) -> None:
         return None  # not reached over SSH
+
+    def open_stream(self, argv: list[str]) -> Stream:
+        """An in-memory ``agent serve``: each request line is answered by ``agent``."""
+        self.calls.append(("open_stream", tuple(argv)))
+        replies: list[bytes | Exception] = []
+
+        def send(data: bytes) -> None:
+            for line in data.splitlines():
+                try:
+                    reply = {"ok": True, "result": self.agent(*json.loads(line))}
+                    replies.append(json.dumps(reply).encode() + b"\n")
+                except Exception as e:  # noqa: BLE001 - raised to the caller, as without it
+                    replies.append(e)
+
+        def recv(timeout: float) -> bytes | None:
+            if not replies:
+                return None
+            reply = replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+        return Stream(send, recv, lambda: None)
 
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
         self.calls.append(("agent", args, timeout))

@@ -344,3 +344,57 @@ def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, 
     finally:
         assert run(["stop", job], capsys)[0] == 0
     assert leftovers(job) == ([], [])
+
+
+def _agents(launcher: int) -> dict[str, list[int]]:
+    """Running host-agent processes started by the launcher process ``launcher`` (the local
+    transport runs them as its children): their pids by agent command (serve, probe, ...)."""
+    found: dict[str, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+            ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"dglctl.agent" in argv and ppid == launcher:
+            cmd = argv[argv.index(b"dglctl.agent") + 1].decode()
+            found.setdefault(cmd, []).append(int(p.name))
+    return found
+
+
+def test_supervision_polls_one_agent_per_host(parts, home, local_cluster):
+    """While a job runs, the launcher polls one long-lived agent per host: no agent is
+    started per poll; the agents end with the launcher, even when it is SIGKILLed."""
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", "--cluster",
+                             str(local_cluster), "--part-config", str(parts[2]), TRAINER,
+                             "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 6 * TIMEOUT
+        while time.monotonic() < deadline and len(_agents(proc.pid).get("serve", [])) < 2:
+            time.sleep(0.2)
+        seen: dict[str, set[int]] = {}
+        for _ in range(20):  # 2 s of supervision: probes, logs and renewals every 0.3 s
+            for cmd, pids in _agents(proc.pid).items():
+                seen.setdefault(cmd, set()).update(pids)
+            time.sleep(0.1)
+        assert set(seen) == {"serve"} and len(seen["serve"]) == 2, seen  # no per-poll agent
+        serving = sorted(seen["serve"])
+    finally:
+        proc.kill()
+        proc.communicate()
+    deadline = time.monotonic() + 2 * TIMEOUT
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in serving):
+        time.sleep(0.1)
+    left = [p for p in serving if Path(f"/proc/{p}").exists() and b"serve" in _cmdline(
+        Path(f"/proc/{p}"))]
+    assert not left, "the agent sessions outlived their launcher"
+    main(["stop", list_jobs()[-1].job_id])
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return (p / "cmdline").read_bytes()
+    except OSError:
+        return b""
