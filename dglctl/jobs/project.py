@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,22 +68,26 @@ def _spec(root: Path):
         raise ConfigError(f"{ignore}: {e}") from None
 
 
-def collect_project(root: Path) -> Project:
+def collect_project(root: Path, exclude: Iterable[Path] = ()) -> Project:
     """The project under ``root``: every file not ignored, with sizes and checksums. A link
     to a file ships as the file it points to (as the script would read it here); linked
-    folders are not followed (a link to / would ship the machine)."""
+    folders are not followed (a link to / would ship the machine). Folders in ``exclude``
+    (the partition, the hosts' workspaces, the job records: shipped otherwise or not at all)
+    are left out wherever they lie inside it."""
     from partitioner.format import file_checksum
 
     root = root.resolve()
     if not root.is_dir():
         raise ConfigError(f"--workdir {root}: no such folder")
     spec = _spec(root)
+    skip = {p.resolve() for p in exclude}
     files = []
     for folder, dirs, names in os.walk(root):
         here = Path(folder)
         rel_dir = here.relative_to(root).as_posix()
         prefix = "" if rel_dir == "." else rel_dir + "/"
-        dirs[:] = sorted(d for d in dirs if not spec.match_file(prefix + d + "/"))
+        dirs[:] = sorted(d for d in dirs if not spec.match_file(prefix + d + "/")
+                         and (here / d).resolve() not in skip)
         for name in sorted(names):
             rel = prefix + name
             path = here / name

@@ -121,3 +121,28 @@ def test_a_relative_script_path(parts, home, local_cluster, project, capsys, mon
                               "proj/train.py"], capsys)
     assert code == 0, err
     assert out.count("model-v1 42") == 4
+
+
+def test_the_partition_and_the_workspaces_inside_the_project_are_not_shipped(
+        home, local_cluster, tmp_path, capsys):
+    """A script beside its partition and the local cluster's workspaces: the project is the
+    script alone (the workspaces once went into the project, and into themselves, again)."""
+    import yaml
+
+    from partitioner import partition_graph
+    from tests.conftest import community_graph
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "train.py").write_text("print('OUT ran', flush=True)\n")
+    partition_graph(community_graph(n=400), "g", 2, root / "parts")
+    data = yaml.safe_load(local_cluster.read_text())
+    local_cluster.write_text(yaml.safe_dump({**data, "workspace": str(root / "ws")}))
+    for _ in range(2):
+        code, out, err = _launch(["--cluster", str(local_cluster), "--part-config",
+                                  str(root / "parts" / "g.json"), str(root / "train.py")], capsys)
+        assert code == 0, err
+        assert out.count("OUT ran") == 4
+    for host in ("m0", "m1"):
+        (copy,) = (root / "ws" / host / "work").iterdir()
+        assert sorted(p.name for p in copy.rglob("*")) == ["train.py"]
