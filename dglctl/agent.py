@@ -131,6 +131,27 @@ def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
+    """Remove the files under --root that --keep does not list, and the folders left empty
+    (a project's copy: files deleted there go here too). Links are removed, never followed."""
+    root = Path(os.path.expanduser(args.root))
+    keep = set(json.loads(args.keep))
+    removed = []
+    if not root.is_dir() or root.is_symlink():
+        return {"removed": removed}
+    for folder, dirs, names in os.walk(root, topdown=False):
+        here = Path(folder)
+        for name in names:
+            rel = (here / name).relative_to(root).as_posix()
+            if rel not in keep:
+                (here / name).unlink(missing_ok=True)
+                removed.append(rel)
+        for d in dirs:
+            with contextlib.suppress(OSError):  # not empty: something is kept below
+                (here / d).rmdir() if not (here / d).is_symlink() else (here / d).unlink()
+    return {"removed": sorted(removed)}
+
+
 # --- processes ---------------------------------------------------------------------------------
 def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
     """Start ``argv`` detached (own session) under the wrapper; return the group id, after

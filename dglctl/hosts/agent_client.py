@@ -227,6 +227,10 @@ class AgentClient:
         return {rel: None if v is None else FileStat(int(v["size"]), v.get("xxh3_128"))
                 for rel, v in raw.items()}
 
+    def prune(self, root: str, keep: Sequence[str]) -> list[str]:
+        """Remove the files below ``root`` on the host that ``keep`` does not list."""
+        return self._call("prune", "--root", root, "--keep", json.dumps(list(keep)))["removed"]
+
     def start(self, job: str, name: str, cwd: str, argv: Sequence[str], *,
               lease: float | None = None, grace: float = 10.0) -> Started:
         """Start ``argv`` detached under the agent's wrapper (its env file must be in place).

@@ -236,6 +236,7 @@ class Launcher:
         p = self.project
         pn, psent = sync_files(client, p.root, p.host_dir, [f.rel for f in p.files],
                                {f.rel: (f.size, f.xxh3_128) for f in p.files})
+        client.prune(t.path(p.host_dir), [f.rel for f in p.files])  # deleted here: there too
         t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
         return n + pn, sent + psent

@@ -61,7 +61,7 @@ class FakeTransport:
         self.answers: dict[str, Answer] = {
             "preflight": self._preflight, "checksums": self._checksums, "start": self._start,
             "probe": self._probe, "stop": self._stop, "logs": self._logs, "tail": self._tail,
-            **(answers or {})}
+            "renew": {"renewed": 0.0}, "prune": self._prune, **(answers or {})}
 
     def __enter__(self) -> FakeTransport:
         return self
@@ -136,6 +136,13 @@ class FakeTransport:
         if isinstance(answer, BaseException):
             raise answer
         return json.loads(json.dumps(answer))  # what crosses is JSON, nothing else
+
+    def _prune(self, o: dict[str, Any]) -> dict[str, Any]:
+        root, keep = o["root"].rstrip("/") + "/", set(json.loads(o["keep"]))
+        gone = [p for p in self.files if p.startswith(root) and p[len(root):] not in keep]
+        for p in gone:
+            del self.files[p]
+        return {"removed": sorted(p[len(root):] for p in gone)}
 
     def _preflight(self, o: dict[str, Any]) -> dict[str, Any]:
         asked = {int(p) for p in o.get("ports", "").split(",") if p}

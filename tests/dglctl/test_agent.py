@@ -39,3 +39,20 @@ def test_a_running_group_is_alive():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_prune_removes_what_is_not_kept_and_never_follows_links(tmp_path):
+    from dglctl.agent import main
+
+    root, outside = tmp_path / "copy", tmp_path / "outside"
+    (root / "pkg" / "old").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    for rel in ("train.py", "pkg/util.py", "pkg/old/gone.py", "stale.py"):
+        (root / rel).write_text("x")
+    (root / "link").symlink_to(outside)
+    (root / "file-link").symlink_to(outside / "precious.txt")
+    assert main(["prune", "--root", str(root), "--keep", '["train.py", "pkg/util.py"]']) == 0
+    left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+    assert left == ["pkg", "pkg/util.py", "train.py"]
+    assert (outside / "precious.txt").read_text() == "keep me"

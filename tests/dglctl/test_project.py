@@ -82,6 +82,14 @@ def test_a_script_that_imports_its_siblings_runs_in_the_projects_copy(
     assert code == 0, err
     assert out.count("model-v2 42") == 4
     assert re.findall(r"m\d: (\d+) file\(s\)", err) == ["1", "1"], err
+    # A file deleted here is deleted from the hosts' copies too.
+    (project / "tools" / "__main__.py").unlink()
+    code, out, err = _launch([*base, str(project / "train.py")], capsys)
+    assert code == 0, err
+    for ws in _work_dirs(list_jobs()[-1].job_id):
+        (copy,) = (ws / "work").iterdir()
+        assert not (copy / "tools" / "__main__.py").exists()
+        assert (copy / "tools" / "util.py").exists()
 
 
 def test_module_of_the_project(parts, home, local_cluster, project, capsys, monkeypatch):
