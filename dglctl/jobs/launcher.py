@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from ..config import ClusterConfig, Host
-from ..display import Display, human_bytes
+from ..display import Display, Progress, human_bytes
 from ..errors import ConfigError, Interrupted, JobFailed, PreflightError
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
@@ -104,6 +104,7 @@ class Launcher:
         # A detached job runs without its launcher; a supervised one ends soon after it.
         self.lease = None if opts.detach else lease_seconds(cluster.timeout)
         self.renewer: LeaseRenewer | None = None
+        self._progress: Progress | None = None
 
     def dry_run(self) -> JobPlan:
         """The plan, without contacting any host: configured workspaces and port base."""
@@ -219,7 +220,11 @@ class Launcher:
         write_ip_config(self.local_ip_config, list(plan.ip_config))
         self._init_manifest(plan)
         t0 = time.perf_counter()
-        stats = fan_out(self.clients, self._copy_host)
+        self._progress = self.display.progress("copy")
+        try:
+            stats = fan_out(self.clients, self._copy_host)
+        finally:
+            self._progress.finish()
         dt = max(time.perf_counter() - t0, 1e-6)
         for h, (n, sent) in zip(self.hosts, stats, strict=True):
             note = (f"{n} file(s), {sent / 1e6:.1f} MB, {sent / 1e6 / dt:.0f} MB/s" if n
@@ -232,10 +237,11 @@ class Launcher:
         files = self.part_cfg["files"]
         data_rel = f"data/{plan.graph_name}"
         n, sent = sync_files(client, Path(self.part_cfg["_dir"]), data_rel, hp.files,
-                             {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files})
+                             {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files},
+                             self._progress)
         p = self.project
         pn, psent = sync_files(client, p.root, p.host_dir, [f.rel for f in p.files],
-                               {f.rel: (f.size, f.xxh3_128) for f in p.files})
+                               {f.rel: (f.size, f.xxh3_128) for f in p.files}, self._progress)
         client.prune(t.path(p.host_dir), [f.rel for f in p.files])  # deleted here: there too
         t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")

@@ -7,14 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..display import Progress
 from ..errors import IntegrityError
 from ..hosts.agent_client import AgentClient
 
 
 def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Sequence[str],
-               expected: Mapping[str, tuple[int, str]]) -> tuple[int, int]:
+               expected: Mapping[str, tuple[int, str]],
+               progress: Progress | None = None) -> tuple[int, int]:
     """Make ``remote_rel`` (in the host's workspace) hold ``rels`` as ``expected`` says
-    (``rel -> (size, xxh3_128)``), copying from ``local_root``; ``(files sent, bytes sent)``."""
+    (``rel -> (size, xxh3_128)``), copying from ``local_root``; ``(files sent, bytes sent)``.
+    ``progress`` hears of the bytes to send and of each file sent."""
     t = client.transport
     root = t.path(remote_rel)
     have = client.checksums(root, list(rels), sizes_only=True, timeout=60)
@@ -25,9 +28,13 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
         sums = client.checksums(root, kept)
         todo += [r for r in kept if sums[r] is None or sums[r].xxh3_128 != expected[r][1]]
     sent = 0
+    if progress is not None:
+        progress.add_total(sum(expected[r][0] for r in todo))
     for rel in todo:
         t.put(local_root / rel, f"{remote_rel}/{rel}")
         sent += expected[rel][0]
+        if progress is not None:
+            progress.advance(expected[rel][0])
     if todo:
         sums = client.checksums(root, todo)
         bad = [r for r in todo if sums[r] is None or sums[r].xxh3_128 != expected[r][1]]
