@@ -154,7 +154,10 @@ def test_since_follow_to_the_stop_and_stop_json(parts, home, local_cluster, tmp_
         code, out, err = run(["logs", job, "--role", "trainer", "--since", at], capsys)
         assert code == 0, err
         assert "early" not in out and out.count(" late ") == 4 * 51, out
-        assert err == "", "placed by a mark just before --since: no note"
+        # Placed by the mark of the read above: the note (a start more than 2 s before
+        # --since) appears only when that read took longer, as on a busy machine (CI with
+        # two busy loops took 2.5 s); what it says is checked, not whether it appears.
+        assert err == "" or ("lines carry no time" in err and "before --since" in err), err
         code, out, err = run(["logs", job, "--role", "trainer", "--since", "1h"], capsys)
         assert out.count(" early ") == 4 * 51 and out.count(" late ") == 4 * 51
         assert err == "", "the job began after --since: all of it, exactly"
