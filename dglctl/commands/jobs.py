@@ -33,6 +33,7 @@ def _clients(manifest: JobManifest) -> list[AgentClient]:
 
 def _close(clients: list[AgentClient]) -> None:
     for c in clients:
+        c.close_session()
         c.transport.close()
 
 
@@ -310,6 +311,9 @@ def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | No
         if since_text is not None:
             _note_since(display, stream, since_text, since)
         if follow:
+            # Polled twice a second for as long as the job runs: one agent per host.
+            for c in clients:
+                c.open_session()
             _follow(m, clients, stream, first, emit)
         else:
             by_log: dict[str, list[LogLine]] = {p.name: [] for p in procs}
