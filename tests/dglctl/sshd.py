@@ -54,8 +54,9 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(root: Path) -> TestSSHD:
-    """Start sshd (needs root, as CI and these machines run); raises if it cannot."""
+def start_sshd(root: Path, trusted_user_ca: Path | None = None) -> TestSSHD:
+    """Start sshd (needs root, as CI and these machines run); raises if it cannot. With
+    ``trusted_user_ca`` (a CA's public key), only certificates it signed log in."""
     if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
         raise RuntimeError(f"{SSHD} or ssh-keygen missing: install openssh-server")
     root.mkdir(parents=True, exist_ok=True)
@@ -67,7 +68,9 @@ def start_sshd(root: Path) -> TestSSHD:
     cfg = root / "sshd_config"
     cfg.write_text("\n".join([
         f"Port {port}", *[f"ListenAddress {a}" for a in ADDRESSES],
-        f"HostKey {host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+        f"HostKey {host_key}",
+        *([f"TrustedUserCAKeys {trusted_user_ca}", "AuthorizedKeysFile none"] if trusted_user_ca
+          else [f"AuthorizedKeysFile {root / 'authorized_keys'}"]),
         "UsePAM no", "StrictModes no", "PasswordAuthentication no",
         "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
         "PermitRootLogin yes", "Subsystem sftp internal-sftp", f"PidFile {root / 'sshd.pid'}",

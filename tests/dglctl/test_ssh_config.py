@@ -132,3 +132,40 @@ def test_the_system_known_hosts_are_read_by_default(tmp_path):
     empty.write_text("")
     r = resolve_ssh("somehost", config=str(empty))
     assert set(SYSTEM_KNOWN_HOSTS) <= set(r.known_hosts)
+
+
+def test_a_user_certificate_logs_in_everywhere(tmp_path):
+    """An sshd that takes only certificates of its CA: the agent's commands (paramiko) and a
+    big file (scp) both log in with KEY and KEY-cert.pub beside it, as ssh would."""
+    import subprocess
+
+    ca, key = tmp_path / "ca", tmp_path / "id_cert_user"
+    for k in (ca, key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(k)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "dglctl-test", "-n", "root",
+                    f"{key}.pub"], check=True)
+    assert (tmp_path / "id_cert_user-cert.pub").is_file()
+    server = start_sshd(tmp_path / "sshd", trusted_user_ca=tmp_path / "ca.pub")
+    try:
+        cfg = tmp_path / "ssh_config"
+        cfg.write_text(f"Host certhost\n  HostName {ADDRESSES[0]}\n  Port {server.port}\n"
+                       f"  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+                       f"  UserKnownHostsFile {server.known_hosts}\n")
+        c = load_cluster_config(_cluster(tmp_path, cfg, ["certhost"]))
+        t = SSHTransport(c.hosts[0], c)
+        big = tmp_path / "big.bin"
+        big.write_bytes(b"c" * SCP_MIN_BYTES)
+        try:
+            assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+            t.put(big, "big.bin")
+        finally:
+            t.close()
+        assert (tmp_path / "ws-certhost" / "big.bin").stat().st_size == SCP_MIN_BYTES
+        # Without the certificate the same key is refused: the certificate did the work.
+        (tmp_path / "id_cert_user-cert.pub").unlink()
+        t = SSHTransport(c.hosts[0], c)
+        with pytest.raises(Exception, match="authentication failed"):
+            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+        t.close()
+    finally:
+        server.stop()
