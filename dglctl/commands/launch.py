@@ -94,8 +94,8 @@ def _check_dgl_spelling(arg: str) -> None:
                    "copied; .dglctlignore in gitignore syntax leaves files out); the trainers "
                    "run in its copy [default: SCRIPT's folder; with -m, this folder].")
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path), default=None,
-              help="Cluster YAML [default: the local cluster of configs/local.yaml: two "
-                   "machines on 127.0.0.1 and 127.0.0.2, no SSH]")
+              help="Cluster YAML [default: the local cluster shipped with dglctl (as "
+                   "configs/local.yaml): two machines on 127.0.0.1 and 127.0.0.2, no SSH]")
 @click.option("--part-config", type=click.Path(path_type=Path), required=True,
               help="The partition's JSON (from 'dglctl partition').")
 @click.option("--num-servers", type=int, default=None, help="Servers per host.")
@@ -120,7 +120,8 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
 
     \b
     Steps: preflight every host (reachable, same Python and dglctl, ports, disk), copy each
-    host its part, the configs and SCRIPT (skipping unchanged files, verified by checksum),
+    host its part, the configs and the project (--workdir; skipping unchanged files, verified
+    by checksum),
     start servers and wait until they answer, start trainers (torch.distributed env), stream
     their output as [host role rank] lines. When any process fails, the whole job is stopped
     on every host and the root cause is printed; Ctrl-C does the same. --dry-run prints what
