@@ -48,9 +48,11 @@ class AgentSession:
                 raise SessionBroken(str(e)) from None
         reply = json.loads(line)
         if not reply.get("ok"):
-            host = self.transport.host.name
-            raise RemoteCommandFailed(f"host {host}: agent '{args[0]}' failed: "
-                                      f"{reply.get('error')}\n{reply.get('traceback', '')}")
+            # As a spawned agent's failure reads: the command and the last lines it left.
+            tail = "\n".join(str(reply.get("traceback") or reply.get("error")).strip()
+                             .splitlines()[-8:])
+            raise RemoteCommandFailed(f"host {self.transport.host.name}: agent '{args[0]}' "
+                                      f"failed:\n{tail}")
         return reply["result"]
 
     def _read_line(self, timeout: float) -> bytes:
