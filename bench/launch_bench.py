@@ -205,6 +205,35 @@ def stop_once(cluster_file: Path, part_config: Path, script: Path, work: Path) -
             "left": left, "clean": proc.returncode == 0 and not left}
 
 
+def _supervised_job(cluster_file: Path, part_config: Path, script: Path, work: Path,
+                    env: dict[str, str], sleep_s: float) -> tuple[subprocess.Popen, dict]:
+    """Start a supervised ``dglctl launch`` of the first-step script (its trainers sleep
+    ``sleep_s`` after the step); the launcher process and the job's manifest once every
+    trainer has taken its first step. On failure the launcher is killed."""
+    cfg = yaml.safe_load(cluster_file.read_text())
+    jobs = work / "home" / "jobs"
+    before = set(jobs.glob("*.json")) if jobs.exists() else set()
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", "--cluster",
+                             str(cluster_file), "--part-config", str(part_config), str(script),
+                             str(sleep_s)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        new = [p for p in jobs.glob("*.json") if p not in before] if jobs.exists() else []
+        manifest = json.loads(new[0].read_text()) if new else {}
+        logs = [Path(p["log"]) for p in manifest.get("procs", []) if p["role"] == "trainer"]
+        if len(logs) == cfg["trainers_per_host"] * len(cfg["hosts"]) and all(
+                "FIRST_STEP" in p.read_text(errors="replace") for p in logs):
+            return proc, manifest
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    if manifest:
+        subprocess.run([sys.executable, "-m", "dglctl", "stop", manifest["job_id"]],
+                       capture_output=True, env=env, timeout=120)
+    raise RuntimeError("the supervised job's trainers did not reach their first step")
+
+
 def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
                 timeout: float) -> dict[str, Any]:
     """A supervised job whose launcher is SIGKILLed once every trainer has taken its first
@@ -216,25 +245,9 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
     cluster = work / f"cluster-timeout{timeout:g}.yaml"
     cluster.write_text(yaml.safe_dump({**cfg, "timeout": timeout}))
     env = cli_env(work)
-    jobs = work / "home" / "jobs"
-    before = set(jobs.glob("*.json")) if jobs.exists() else set()
-    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", str(script), "--cluster",
-                             str(cluster), "--part-config", str(part_config), "--", "600"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    job = None
+    proc, manifest = _supervised_job(cluster, part_config, script, work, env, 600)
+    job, pgids = manifest["job_id"], [p["pgid"] for p in manifest["procs"]]
     try:
-        deadline = time.time() + 300
-        while job is None and time.time() < deadline:
-            new = [p for p in jobs.glob("*.json") if p not in before] if jobs.exists() else []
-            manifest = json.loads(new[0].read_text()) if new else {}
-            trainers = [Path(p["log"]) for p in manifest.get("procs", [])
-                        if p["role"] == "trainer"]
-            if len(trainers) == cfg["trainers_per_host"] * len(cfg["hosts"]) and all(
-                    "FIRST_STEP" in p.read_text(errors="replace") for p in trainers):
-                job, pgids = manifest["job_id"], [p["pgid"] for p in manifest["procs"]]
-            time.sleep(0.1)
-        if job is None:
-            raise RuntimeError("the supervised job's trainers did not reach their first step")
         proc.kill()
         t0 = time.perf_counter()
         proc.wait()
@@ -245,9 +258,8 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
     finally:
         if proc.poll() is None:
             proc.kill()
-        if job is not None:
-            subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
-                           env=env, timeout=120)
+        subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
+                       env=env, timeout=120)
 
 
 def _busy_seconds() -> float:
@@ -280,27 +292,11 @@ def supervision_once(cluster_file: Path, part_config: Path, script: Path, work: 
     """CPU of a supervised job's launcher (and its local agents) and of the whole machine over
     ``seconds`` of supervision once every trainer sleeps after its first step; with the
     per-host agent sessions or with an agent started per call (DGLCTL_AGENT_SESSIONS=0)."""
-    cfg = yaml.safe_load(cluster_file.read_text())
     env = {**cli_env(work), "DGLCTL_AGENT_SESSIONS": "1" if sessions else "0"}
-    jobs = work / "home" / "jobs"
-    before = set(jobs.glob("*.json")) if jobs.exists() else set()
-    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", "--cluster",
-                             str(cluster_file), "--part-config", str(part_config), str(script),
-                             str(seconds + 120)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    job = None
+    proc, manifest = _supervised_job(cluster_file, part_config, script, work, env,
+                                     seconds + 120)
+    job = manifest["job_id"]
     try:
-        deadline = time.time() + 300
-        while job is None and time.time() < deadline:
-            new = [p for p in jobs.glob("*.json") if p not in before] if jobs.exists() else []
-            m = json.loads(new[0].read_text()) if new else {}
-            logs = [Path(p["log"]) for p in m.get("procs", []) if p["role"] == "trainer"]
-            if len(logs) == cfg["trainers_per_host"] * len(cfg["hosts"]) and all(
-                    "FIRST_STEP" in p.read_text(errors="replace") for p in logs):
-                job = m["job_id"]
-            time.sleep(0.2)
-        if job is None:
-            raise RuntimeError("the supervised job's trainers did not reach their first step")
         time.sleep(2.0)  # past the start-up's own work
         tree0, busy0, t0 = _tree_seconds(proc.pid), _busy_seconds(), time.perf_counter()
         time.sleep(seconds)
@@ -310,9 +306,8 @@ def supervision_once(cluster_file: Path, part_config: Path, script: Path, work: 
     finally:
         proc.kill()
         proc.wait()
-        if job is not None:
-            subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
-                           env=env, timeout=120)
+        subprocess.run([sys.executable, "-m", "dglctl", "stop", job], capture_output=True,
+                       env=env, timeout=120)
 
 
 def report_supervision(cluster_file: Path, part_config: Path, work: Path,
