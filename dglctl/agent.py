@@ -147,8 +147,12 @@ def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
                 (here / name).unlink(missing_ok=True)
                 removed.append(rel)
         for d in dirs:
+            path = here / d
             with contextlib.suppress(OSError):  # not empty: something is kept below
-                (here / d).rmdir() if not (here / d).is_symlink() else (here / d).unlink()
+                if path.is_symlink():
+                    path.unlink()  # the link, never what it points to
+                else:
+                    path.rmdir()
     return {"removed": sorted(removed)}
 
 

@@ -223,11 +223,8 @@ def _resolve(address: str) -> str:
     and rejected below with a hint to set ``data_address``)."""
     import socket
 
-    try:
-        ipaddress.ip_address(address)
+    if _is_ip(address):
         return address
-    except ValueError:
-        pass
     try:
         return socket.gethostbyname(address)
     except OSError:

@@ -19,20 +19,15 @@ def connect_chain(host: Host, r: ResolvedSSH) -> tuple[Any, list[Any]]:
              for user, name, port in map(parse_hop, r.proxy_jump)] + [r]
     sock, hops = None, []
     try:
-        for i, target in enumerate(chain):
-            last = i == len(chain) - 1
-            c = open_client(host, target, sock, "" if last else f"jump host {r.proxy_jump[i]} of ")
-            if last:
-                return c, hops
-            hops.append(c)
-            nxt = chain[i + 1]
-            sock = c.get_transport().open_channel("direct-tcpip", (nxt.hostname, nxt.port),
-                                                  ("127.0.0.1", 0))
+        for hop, target, nxt in zip(r.proxy_jump, chain, chain[1:], strict=False):
+            hops.append(open_client(host, target, sock, f"jump host {hop} of "))
+            sock = hops[-1].get_transport().open_channel(
+                "direct-tcpip", (nxt.hostname, nxt.port), ("127.0.0.1", 0))
+        return open_client(host, r, sock, ""), hops
     except BaseException:
         for c in hops:
             c.close()
         raise
-    raise AssertionError("unreachable: the chain ends with the host")
 
 
 def open_client(host: Host, r: ResolvedSSH, sock: Any, what: str) -> Any:

@@ -356,9 +356,9 @@ class SSHTransport(Transport):
         known = " ".join(r.known_hosts) if ssh.strict_host_keys else "/dev/null"
         # The same resolution as the paramiko connection: the config file for what only ssh
         # reads (certificates, ciphers), and explicit options for who logs in where.
-        argv = [scp, "-q", "-B", "-F", os.path.expanduser(ssh.config or DEFAULT_CONFIG)
-                if os.path.exists(os.path.expanduser(ssh.config or DEFAULT_CONFIG))
-                else "/dev/null", "-P", str(r.port),
+        config = os.path.expanduser(ssh.config or DEFAULT_CONFIG)
+        argv = [scp, "-q", "-B", "-F", config if os.path.exists(config) else "/dev/null",
+                "-P", str(r.port),
                 "-o", f"ConnectTimeout={int(ssh.connect_timeout)}",
                 "-o", f"StrictHostKeyChecking={'yes' if ssh.strict_host_keys else 'no'}",
                 "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null"]
