@@ -17,6 +17,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from .errors import ConfigError
+
 DEFAULT_CONFIG = "~/.ssh/config"
 SYSTEM_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 
@@ -87,9 +89,11 @@ def _paramiko_lookup(alias: str, config: str | None) -> dict[str, tuple[str, ...
 
 def resolve_ssh(alias: str, *, config: str | None = None, user: str | None = None,
                 port: int | None = None, key: str | None = None,
-                known_hosts: str | None = None) -> ResolvedSSH:
+                known_hosts: str | None = None, _via: tuple[str, ...] = ()) -> ResolvedSSH:
     """How to reach ``alias``: the config file's answer (``config``, default
-    ``~/.ssh/config``) with the YAML's explicit values on top."""
+    ``~/.ssh/config``) with the YAML's explicit values on top. The jump chain is whole: a
+    first hop that has its own ProxyJump adds its hops in front (``_via``: the aliases
+    already on the way, to name a loop)."""
     explicit_config = config is not None
     found = _ssh_g(alias, config if explicit_config else None)
     source = "ssh -G"
@@ -114,6 +118,8 @@ def resolve_ssh(alias: str, *, config: str | None = None, user: str | None = Non
         known += list(SYSTEM_KNOWN_HOSTS)
     jump = first.get("proxyjump", "none")
     hops = () if jump.lower() == "none" else tuple(h.strip() for h in jump.split(",") if h)
+    if hops:
+        hops = _outer_hops(hops[0], config, (*_via, alias)) + hops
     return ResolvedSSH(
         alias=alias, hostname=hostname, port=port or cfg_port,
         user=user or first.get("user"), identity_files=tuple(keys),
@@ -121,6 +127,19 @@ def resolve_ssh(alias: str, *, config: str | None = None, user: str | None = Non
         options={k: " ".join(v) for k, v in found.items()
                  if k in ("hostname", "user", "port", "identityfile", "proxyjump",
                           "userknownhostsfile", "globalknownhostsfile")})
+
+
+def _outer_hops(first: str, config: str | None, via: tuple[str, ...]) -> tuple[str, ...]:
+    """The jump hosts in front of ``first``, the first hop. ``ssh -J a,b`` connects to ``a``
+    as ``ssh a`` would, so a's own ProxyJump applies; later hops are reached through -J,
+    which overrides theirs: only the first hop's config can lengthen the chain."""
+    name = parse_hop(first)[1]
+    if name in via:
+        raise ConfigError(f"the SSH config's ProxyJump settings form a loop: "
+                          f"{' -> '.join((*via, name))}",
+                          hint="one of these hosts must be reachable without ProxyJump "
+                               "(ProxyJump none)")
+    return resolve_ssh(name, config=config, _via=via).proxy_jump
 
 
 def parse_hop(hop: str) -> tuple[str | None, str, int | None]:

@@ -13,7 +13,7 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
-from dglctl.errors import UnknownHostKey
+from dglctl.errors import ConfigError, UnknownHostKey
 from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
 from dglctl.jobs.manifest import list_jobs
 from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
@@ -104,6 +104,41 @@ def test_a_host_behind_a_jump_host(two_sshd, tmp_path):
         t.close()
     assert report["workspace_writable"]
     assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
+
+
+def test_a_jump_host_behind_its_own_jump_host(two_sshd, tmp_path):
+    """node7's ProxyJump names login, whose own config entry jumps through bastion: the chain
+    is bastion, login, node7, as ``ssh node7`` follows it (for commands and for scp)."""
+    a, b = two_sshd
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(_block("bastion", ADDRESSES[0], a)
+                   + _block("login", ADDRESSES[1], b, ProxyJump="bastion")
+                   + _block("node7", ADDRESSES[2], a, ProxyJump="login"))
+    r = resolve_ssh("node7", config=str(cfg))
+    assert r.proxy_jump == ("bastion", "login")
+    c = load_cluster_config(_cluster(tmp_path, cfg, ["node7"]))
+    t = SSHTransport(c.hosts[0], c)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"n" * SCP_MIN_BYTES)
+    try:
+        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+        # login's connection runs in a channel of bastion's, node7's in one of login's.
+        assert len(t._hops) == 2
+        assert isinstance(t._hops[1].get_transport().sock, paramiko.Channel)
+        assert isinstance(t._client.get_transport().sock, paramiko.Channel)
+        t.put(big, "big.bin")  # scp -J bastion,login
+    finally:
+        t.close()
+    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
+
+
+def test_a_proxyjump_loop_is_named(two_sshd, tmp_path):
+    a, b = two_sshd
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(_block("x", ADDRESSES[0], a, ProxyJump="y")
+                   + _block("y", ADDRESSES[1], b, ProxyJump="x"))
+    with pytest.raises(ConfigError, match="form a loop: x -> y -> x"):
+        resolve_ssh("x", config=str(cfg))
 
 
 def test_a_host_key_only_in_a_system_wide_file(two_sshd, tmp_path):
