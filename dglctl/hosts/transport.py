@@ -297,6 +297,10 @@ class SSHTransport(Transport):
         if self._sftp is None:
             self._sftp = self._connect().open_sftp()
         sftp = self._sftp
+        # SFTP takes "~" for a file name; a relative path starts in the login's home, as the
+        # remote shell's "~/" does (the launcher uses the agent's absolute path, but an
+        # untouched "~/dglctl-workspace" default must land in the same place).
+        path = path[2:] if path.startswith("~/") else path
         parent, name = path.rsplit("/", 1)
         self._mkdirs(parent)
         # The temporary file lives in a new folder that only its owner can enter, so nobody

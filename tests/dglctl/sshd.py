@@ -54,9 +54,12 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(root: Path, trusted_user_ca: Path | None = None) -> TestSSHD:
+def start_sshd(root: Path, trusted_user_ca: Path | None = None,
+               home_keys: bool = False) -> TestSSHD:
     """Start sshd (needs root, as CI and these machines run); raises if it cannot. With
-    ``trusted_user_ca`` (a CA's public key), only certificates it signed log in."""
+    ``trusted_user_ca`` (a CA's public key), only certificates it signed log in; with
+    ``home_keys``, each user's own ~/.ssh/authorized_keys is read too (sshd reads it as that
+    user, who cannot enter the test's folder)."""
     if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
         raise RuntimeError(f"{SSHD} or ssh-keygen missing: install openssh-server")
     root.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,8 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None) -> TestSSHD:
         f"Port {port}", *[f"ListenAddress {a}" for a in ADDRESSES],
         f"HostKey {host_key}",
         *([f"TrustedUserCAKeys {trusted_user_ca}", "AuthorizedKeysFile none"] if trusted_user_ca
-          else [f"AuthorizedKeysFile {root / 'authorized_keys'}"]),
+          else [f"AuthorizedKeysFile {root / 'authorized_keys'}"
+                + (" .ssh/authorized_keys" if home_keys else "")]),
         "UsePAM no", "StrictModes no", "PasswordAuthentication no",
         "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
         "PermitRootLogin yes", "Subsystem sftp internal-sftp", f"PidFile {root / 'sshd.pid'}",
