@@ -32,6 +32,7 @@ from typing import Any
 from .agent_logs import read_logs, tail_lines
 from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
 from .lease import age as lease_age
+from .netif import interfaces
 from .proc_groups import (
     alive,
     identity,
@@ -110,7 +111,7 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
     return {"python": sys.version.split()[0], "executable": sys.executable, "dglctl": __version__,
             "ports_busy": busy, "disk_free": free, "workspace": str(ws),
             "workspace_writable": writable, "hostname": socket.gethostname(),
-            "cpus": len(os.sched_getaffinity(0))}
+            "cpus": len(os.sched_getaffinity(0)), "interfaces": interfaces()}
 
 
 # --- files -------------------------------------------------------------------------------------

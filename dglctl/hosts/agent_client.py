@@ -91,6 +91,7 @@ class PreflightReport:
     workspace_writable: bool
     hostname: str
     cpus: int | None = None  # CPUs this process may run on (cgroup/affinity), for OMP defaults
+    interfaces: Mapping[str, str] = field(default_factory=dict)  # IPv4 address -> interface
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
@@ -99,7 +100,8 @@ class PreflightReport:
                    ports_busy=frozenset(int(p) for p in data["ports_busy"]),
                    disk_free=int(data["disk_free"]), workspace=data["workspace"],
                    workspace_writable=bool(data["workspace_writable"]),
-                   hostname=data["hostname"], cpus=data.get("cpus"))
+                   hostname=data["hostname"], cpus=data.get("cpus"),
+                   interfaces=dict(data.get("interfaces") or {}))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.transport import Transport, make_transport
 from ..lease import lease_seconds, renew_interval
+from ..netif import interface_of
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import JobPlan, LaunchOptions, ProcSpec, host_bytes, plan_job, select_hosts
@@ -110,11 +111,17 @@ class Launcher:
         """The plan, without contacting any host: configured workspaces and port base."""
         return self._plan(self.cluster.port_base)
 
-    def _plan(self, port_base: int, cores: list[int | None] | None = None) -> JobPlan:
+    def _plan(self, port_base: int, reports: list[PreflightReport] | None = None) -> JobPlan:
+        """The plan; with the hosts' preflight ``reports``, their cores and interfaces."""
+        cores = ifnames = None
+        if reports is not None:
+            cores = [r.cpus for r in reports]
+            ifnames = [interface_of(t.host.data_address, r.interfaces)
+                       for t, r in zip(self.transports, reports, strict=True)]
         return plan_job(self.cluster, self.opts, part_config=self.part_cfg, job_id=self.job_id,
                         token=self.token, workspaces=[t.workspace for t in self.transports],
                         pythons=[t.python() for t in self.transports], port_base=port_base,
-                        cores=cores, project_dir=self.project.host_dir,
+                        cores=cores, ifnames=ifnames, project_dir=self.project.host_dir,
                         script_rel=self.script_rel)
 
     # --- steps -------------------------------------------------------------------------------
@@ -198,7 +205,7 @@ class Launcher:
             k = self.cluster.servers_per_host
             self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
                               f"{base}..{base + k}")
-        self.plan = self._plan(base, [r.cpus for r in reports])
+        self.plan = self._plan(base, reports)
 
     def check_reports(self, reports: list[PreflightReport]) -> list[str]:
         """The problems in the hosts' preflight reports (versions, workspace, disk)."""

@@ -4,8 +4,9 @@ found -> a ``JobPlan`` of every process's host, role, rank, name, argv, env and 
 ``launch`` executes a plan (``jobs.launcher``); ``launch --dry-run`` prints one. The env of each
 process is the runtime's contract (``runtime.env.RuntimeEnv``) plus, for trainers,
 torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
-MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_ERROR_FILE) and an OMP_NUM_THREADS
-default from the host's cores.
+MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_ERROR_FILE), an OMP_NUM_THREADS
+default from the host's cores, and GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME naming the
+interface of the host's data address (``dglctl.netif`` says why).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from ..hosts.transport import join_path
 
 PORT_SEARCH = 200  # ports above the base that preflight probes for a free block
 TOKEN_VAR = "DGLCTL_TOKEN"
+# What DDP's gloo and NCCL read for the interface of their own connections; the cluster
+# YAML's env wins over the launcher's default.
+SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 # The contract's fields the launcher decides; the others (shm_dir, log_level, barrier_timeout,
 # ...) are tunables a cluster config may set in its ``env:`` as DGLCTL_<FIELD>.
 JOB_FIELDS = ("role", "job_id", "token", "machine_id", "ip_config", "part_config",
@@ -264,13 +268,16 @@ def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
 def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mapping[str, Any],
              job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
              port_base: int | None = None, cores: Sequence[int | None] | None = None,
-             project_dir: str = "work/project", script_rel: str | None = None) -> JobPlan:
+             ifnames: Sequence[str | None] | None = None, project_dir: str = "work/project",
+             script_rel: str | None = None) -> JobPlan:
     """The plan of a launch (pure: no I/O).
 
     ``part_config`` is the partition's config (``graph_name``, ``num_parts``, ``files``);
     ``workspaces`` and ``pythons`` are each host's, as preflight found them (or as configured,
     for a dry run); ``port_base`` is the chosen one (default: the configured one); ``cores``
     each host's usable CPUs (preflight), for the OMP_NUM_THREADS default (None: unknown);
+    ``ifnames`` the interface carrying each host's data address (preflight), for the
+    GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME defaults (None: unknown, left to torch);
     ``project_dir`` the project's folder in each workspace and ``script_rel`` SCRIPT's path in
     it (default: its file name), unless ``opts.module`` names what runs.
     """
@@ -326,6 +333,10 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
                 run_id=job_id, error_file=f"{hp.job_dir}/{name}.error.json"))
             if threads is not None and "OMP_NUM_THREADS" not in cluster.env:
                 env["OMP_NUM_THREADS"] = str(threads)
+            ifname = (ifnames or [None] * len(plans))[hp.index]
+            for var in SOCKET_IFNAME_VARS:
+                if ifname is not None and var not in cluster.env:
+                    env[var] = ifname
             procs.append(ProcSpec(
                 name=name, host=hp.index, host_name=hp.name,
                 role="trainer", rank=rank, local_rank=local,

@@ -54,12 +54,13 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(root: Path, trusted_user_ca: Path | None = None,
-               home_keys: bool = False) -> TestSSHD:
+def start_sshd(root: Path, trusted_user_ca: Path | None = None, home_keys: bool = False,
+               addresses: tuple[str, ...] = ADDRESSES, netns: str | None = None) -> TestSSHD:
     """Start sshd (needs root, as CI and these machines run); raises if it cannot. With
     ``trusted_user_ca`` (a CA's public key), only certificates it signed log in; with
     ``home_keys``, each user's own ~/.ssh/authorized_keys is read too (sshd reads it as that
-    user, who cannot enter the test's folder)."""
+    user, who cannot enter the test's folder). ``netns``: run it inside that network namespace,
+    listening on ``addresses`` (there, port 22 is free)."""
     if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
         raise RuntimeError(f"{SSHD} or ssh-keygen missing: install openssh-server")
     root.mkdir(parents=True, exist_ok=True)
@@ -67,10 +68,10 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None,
     _keygen(host_key)
     _keygen(client_key)
     (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
-    port = _free_port()
+    port = 22 if netns else _free_port()
     cfg = root / "sshd_config"
     cfg.write_text("\n".join([
-        f"Port {port}", *[f"ListenAddress {a}" for a in ADDRESSES],
+        f"Port {port}", *[f"ListenAddress {a}" for a in addresses],
         f"HostKey {host_key}",
         *([f"TrustedUserCAKeys {trusted_user_ca}", "AuthorizedKeysFile none"] if trusted_user_ca
           else [f"AuthorizedKeysFile {root / 'authorized_keys'}"
@@ -80,14 +81,18 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None,
         "PermitRootLogin yes", "Subsystem sftp internal-sftp", f"PidFile {root / 'sshd.pid'}",
         "LogLevel ERROR", "MaxStartups 100", "MaxSessions 100", ""]))
     os.makedirs("/run/sshd", exist_ok=True)
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stderr=open(root / "sshd.log", "w"))
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    proc = subprocess.Popen([*inside, SSHD, "-D", "-e", "-f", str(cfg)],
+                            stderr=open(root / "sshd.log", "w"))
     pub = (root / "host_key.pub").read_text().split()
     known = root / "known_hosts"
-    known.write_text("".join(f"[{a}]:{port} {pub[0]} {pub[1]}\n" for a in ADDRESSES))
+    # ssh writes a host on port 22 without brackets and port.
+    known.write_text("".join(f"{a if port == 22 else f'[{a}]:{port}'} {pub[0]} {pub[1]}\n"
+                             for a in addresses))
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         try:
-            socket.create_connection((ADDRESSES[2], port), timeout=0.2).close()
+            socket.create_connection((addresses[-1], port), timeout=0.2).close()
             break
         except OSError:
             if proc.poll() is not None:

@@ -108,6 +108,7 @@ def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, local_
     omp = str(max(1, (cpus - 1 - 2) // 2))
     for e in envs:
         assert e["TORCHELASTIC_RUN_ID"] == job and e["OMP_NUM_THREADS"] == omp
+        assert e["GLOO_SOCKET_IFNAME"] == "lo"  # 127.0.0.1 and .2: the loopback interface
         assert e["LOCAL_WORLD_SIZE"] == "2" and e["GROUP_RANK"] == str(int(e["RANK"]) // 2)
         assert e["nodes"] == 400
     assert leftovers(job) == ([], [])

@@ -67,6 +67,24 @@ def test_processes_ranks_and_world():
         t.rank = 0
 
 
+def test_trainers_are_told_the_interface_of_their_data_address():
+    c = cluster()
+    opts = LaunchOptions(Path("/home/u/train.py"), (), Path("/parts/g.json"))
+    kw = dict(part_config=PART, job_id="0101-abcdef", token=TOKEN, workspaces=["/ws/0", "/ws/1"],
+              pythons=["/py"] * 2)
+    p = plan_job(c, opts, ifnames=["ib0", None], **kw)
+    assert {t.env.get("GLOO_SOCKET_IFNAME") for t in p.trainers if t.host == 0} == {"ib0"}
+    assert {t.env.get("NCCL_SOCKET_IFNAME") for t in p.trainers if t.host == 0} == {"ib0"}
+    # Unknown on host 1: left to torch; servers use their own sockets, never these.
+    assert all("GLOO_SOCKET_IFNAME" not in t.env for t in p.trainers if t.host == 1)
+    assert all("GLOO_SOCKET_IFNAME" not in s.env for s in p.servers)
+    # The cluster YAML's env wins.
+    c = cluster(env={"GLOO_SOCKET_IFNAME": "eth9"})
+    p = plan_job(c, opts, ifnames=["ib0", "ib1"], **kw)
+    assert {t.env["GLOO_SOCKET_IFNAME"] for t in p.trainers} == {"eth9"}
+    assert {t.env["NCCL_SOCKET_IFNAME"] for t in p.trainers} == {"ib0", "ib1"}
+
+
 def test_env_contract_and_torch_variables():
     p = plan()
     t = p.trainers[4]

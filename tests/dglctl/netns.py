@@ -1,0 +1,79 @@
+"""Machines with their own network for tests: network namespaces joined by veth pairs to a
+bridge in this namespace (``ip netns``, as root). A process inside one sees only its own
+loopback and its address on the bridge, as a host of a real cluster does; this namespace (the
+launcher's) reaches each through the bridge."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Netns:
+    """Namespaces ``names`` with ``addresses`` (one each) on a bridge with ``gateway``."""
+
+    tag: str
+    gateway: str
+    names: list[str] = field(default_factory=list)
+    addresses: list[str] = field(default_factory=list)
+
+    def remove(self) -> None:
+        """Delete the namespaces, their veth pairs (a veth goes with its namespace) and the
+        bridge; what is left of each is ignored (it may never have been made)."""
+        for name in self.names:
+            _ip("netns", "del", name, check=False)
+        _ip("link", "del", f"dglbr{self.tag}", check=False)
+
+
+def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["ip", *(["-n", ns] if ns else []), *args]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {p.stderr.strip()}")
+    return p
+
+
+def netns_unavailable() -> str | None:
+    """Why this machine cannot make network namespaces (None: it can)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "the 'ip' command (iproute2) is missing"
+    probe = f"dglprobe{secrets.token_hex(3)}"
+    p = _ip("netns", "add", probe, check=False)
+    if p.returncode != 0:
+        return f"'ip netns add' failed: {p.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return None
+
+
+def make_netns(count: int) -> Netns:
+    """``count`` namespaces on a fresh bridge in a random 10.x.y.0/24; remove() when done."""
+    tag = secrets.token_hex(3)
+    net = f"10.{int(tag[:2], 16) % 200 + 20}.{int(tag[2:4], 16)}"
+    made = Netns(tag, f"{net}.1")
+    bridge = f"dglbr{tag}"
+    try:
+        _ip("link", "add", bridge, "type", "bridge")
+        _ip("addr", "add", f"{made.gateway}/24", "dev", bridge)
+        _ip("link", "set", bridge, "up")
+        for i in range(count):
+            name, outer = f"dgl{tag}n{i}", f"dglv{tag}{i}"
+            _ip("netns", "add", name)
+            made.names.append(name)
+            _ip("link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", name)
+            _ip("link", "set", outer, "master", bridge)
+            _ip("link", "set", outer, "up")
+            address = f"{net}.{10 + i}"
+            _ip("addr", "add", f"{address}/24", "dev", "eth0", ns=name)
+            _ip("link", "set", "eth0", "up", ns=name)
+            _ip("link", "set", "lo", "up", ns=name)
+            made.addresses.append(address)
+    except BaseException:
+        made.remove()
+        raise
+    return made

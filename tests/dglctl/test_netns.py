@@ -1,0 +1,143 @@
+"""Hosts with networks of their own: two network namespaces on a bridge, an sshd in each (port
+22, its own host key and client key), named only by ~/.ssh/config aliases. A process on one
+host sees its own loopback and its bridge address, nothing of the launcher's 127.0.0.x, so
+whatever binds, advertises or connects to the wrong address fails here even when it works on
+loopback: the servers, the samplers, the DDP rendezvous (MASTER_ADDR) and the lease renewal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dglctl.cli import main
+from partitioner import partition_graph
+from partitioner.generate import generate_graph
+from tests.conftest import TIMEOUT
+from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.netns import make_netns, netns_unavailable
+from tests.dglctl.sshd import start_sshd
+
+pytestmark = pytest.mark.ssh
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory):
+    """[(alias, address, namespace)] for two namespaced hosts, and the ssh config naming them."""
+    why = netns_unavailable()
+    if why:
+        pytest.skip(f"no network namespaces here: {why}")
+    net = make_netns(2)
+    root = tmp_path_factory.mktemp("netns")
+    servers = []
+    try:
+        lines = []
+        for i, (ns, address) in enumerate(zip(net.names, net.addresses, strict=True)):
+            s = start_sshd(root / f"sshd{i}", addresses=(address,), netns=ns)
+            servers.append(s)
+            lines.append(f"Host node{i}\n  HostName {address}\n  User root\n"
+                         f"  IdentityFile {s.client_key}\n  IdentitiesOnly yes\n"
+                         f"  UserKnownHostsFile {s.known_hosts}\n")
+        cfg = root / "ssh_config"
+        cfg.write_text("".join(lines))
+        yield [(f"node{i}", a, ns) for i, (a, ns) in enumerate(zip(net.addresses, net.names,
+                                                                       strict=True))], cfg
+    finally:
+        for s in servers:
+            s.stop()
+        net.remove()
+
+
+@pytest.fixture(scope="module")
+def graph_parts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("netns-parts")
+    partition_graph(generate_graph(3000, avg_degree=10, seed=1), "g", 2, root)
+    return root / "g.json"
+
+
+def _cluster(tmp_path: Path, machines, cfg: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "transport": "ssh", "ssh": {"config": str(cfg), "connect_timeout": 5},
+        "hosts": [{"address": alias, "workspace": str(tmp_path / f"ws-{alias}")}
+                  for alias, _, _ in machines],
+        "python": sys.executable, "servers_per_host": 2, "trainers_per_host": 1,
+        "samplers_per_trainer": 1, "timeout": TIMEOUT}))
+    return path
+
+
+def test_the_example_trains_across_namespaced_hosts(machines, graph_parts, home, tmp_path,
+                                                    capsys):
+    hosts, cfg = machines
+    cluster = _cluster(tmp_path, hosts, cfg)
+    assert main(["launch", "--cluster", str(cluster), "--part-config", str(graph_parts),
+                 "--dry-run", "--json", str(REPO / "examples" / "train_dist.py")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    # The aliases' HostNames are the addresses the servers are told to bind and advertise.
+    ip_config = plan["ip_config"] if "ip_config" in plan else None
+    assert [h["data_address"] for h in plan["hosts"]] == [a for _, a, _ in hosts], ip_config
+    code = main(["launch", "--cluster", str(cluster), "--part-config", str(graph_parts),
+                 str(REPO / "examples" / "train_dist.py"), "--graph-name", "g",
+                 "--num-epochs", "2", "--batch-size", "200", "--fan-out", "5,10",
+                 "--lr", "0.01"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    m = re.search(r"test accuracy ([0-9.]+)", out.out)
+    assert m and float(m.group(1)) > 0.4, out.out[-2000:]  # 8 classes: chance is 0.125
+
+
+def _namespace_of(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(v.decode().split("=", 1) for v in raw.split(b"\0") if b"=" in v)
+
+
+def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_path, capsys):
+    hosts, cfg = machines
+    cluster = _cluster(tmp_path, hosts, cfg)
+    code = main(["launch", "--cluster", str(cluster), "--part-config", str(parts[2]),
+                 "--detach", "--json", str(SCRIPTS / "trainer.py"), "sleep"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    job = json.loads(out.out)["job"]
+    inodes = {os.stat(f"/run/netns/{ns}").st_ino: alias for alias, _, ns in hosts}
+    try:
+        # Servers, samplers and trainers: 2 + 1 + 1 per host, each with its wrapper.
+        deadline = time.monotonic() + 10 * TIMEOUT
+        seen: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            seen = {}
+            for pid in leftovers(job)[0]:
+                where = inodes.get(_namespace_of(pid), "elsewhere")
+                seen[where] = seen.get(where, 0) + 1
+            logs = list(tmp_path.glob("ws-*/jobs/*/trainer-*.log"))
+            if len(logs) == 2 and all(b"sleeping" in p.read_bytes() for p in logs):
+                break
+            time.sleep(0.1)
+        assert set(seen) == {"node0", "node1"}, seen
+        assert seen["node0"] == seen["node1"] >= 4, seen
+        # DDP's gloo is told each host's bridge interface, not the hostname's 127.0.x.x.
+        ifnames = {_environ(pid).get("GLOO_SOCKET_IFNAME") for pid in leftovers(job)[0]
+                   if _environ(pid).get("DGLCTL_ROLE") == "trainer"}
+        assert ifnames == {"eth0"}, ifnames
+    finally:
+        stopped = main(["stop", job])
+    err = capsys.readouterr().err
+    assert stopped == 0, err
+    assert leftovers(job) == ([], [])
