@@ -64,6 +64,14 @@ def open_client(host: Host, r: ResolvedSSH, sock: Any, what: str) -> Any:
                 f"{where}: SSH authentication failed: {e}",
                 hint="check ssh.user and ssh.key, or User and IdentityFile in ~/.ssh/config "
                      "(keys, certificates or the agent; no passwords)") from None
+        if "No authentication methods available" in str(e):  # no key file and no agent
+            agent = ("its ssh-agent has no key" if os.environ.get("SSH_AUTH_SOCK")
+                     else "SSH_AUTH_SOCK is unset")
+            raise AuthFailed(
+                f"{where}: SSH authentication failed: no key to offer (no IdentityFile exists "
+                f"and {agent})",
+                hint="set ssh.key in the cluster YAML or IdentityFile in ~/.ssh/config, or "
+                     "load the key into ssh-agent ('ssh-add KEY')") from None
         raise HostUnreachable(f"{where}: SSH error: {e}") from None
     except (TimeoutError, OSError) as e:
         raise HostUnreachable(f"{where}: cannot connect: {e}",

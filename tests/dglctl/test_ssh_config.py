@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import paramiko
 import pytest
@@ -13,10 +14,11 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
-from dglctl.errors import ConfigError, UnknownHostKey
+from dglctl.errors import AuthFailed, ConfigError, UnknownHostKey
 from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
 from dglctl.jobs.manifest import list_jobs
 from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
+from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.sshd import ADDRESSES, start_sshd
 
@@ -81,6 +83,72 @@ def test_hosts_named_by_config_aliases_only(two_sshd, parts, home, tmp_path, cap
     finally:
         t.close()
     assert (tmp_path / "ws-gpu1" / "big.bin").read_bytes() == big.read_bytes()
+
+
+def test_include_and_match_blocks_are_applied(two_sshd, tmp_path):
+    """The config as people split it: the main file Includes a folder of host files, a
+    wildcard Host block gives the key and a Match block the port, as ssh applies them."""
+    a, b = two_sshd
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    (conf_d / "lab.conf").write_text(
+        f"Host lab-*\n  User root\n  IdentityFile {b.client_key}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {b.known_hosts}\n"
+        f"Host lab-1\n  HostName {ADDRESSES[1]}\n")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Include {conf_d}/*.conf\nMatch originalhost lab-*\n  Port {b.port}\n")
+    r = resolve_ssh("lab-1", config=str(cfg))
+    assert (r.hostname, r.port, r.identity_files) == (ADDRESSES[1], b.port, (str(b.client_key),))
+    c = load_cluster_config(_cluster(tmp_path, cfg, ["lab-1"]))
+    t = SSHTransport(c.hosts[0], c)
+    try:
+        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+    finally:
+        t.close()
+
+
+def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
+    """No IdentityFile anywhere: the key is loaded in an ssh-agent (and its file removed), and
+    commands (paramiko) and a big copy (scp) both authenticate through the agent."""
+    import subprocess
+
+    a, _ = two_sshd
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        key = tmp_path / "agent_key"
+        key.write_bytes(a.client_key.read_bytes())
+        key.chmod(0o600)
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, capture_output=True)
+        key.unlink()
+        cfg = tmp_path / "ssh_config"
+        cfg.write_text(f"Host agented\n  HostName {ADDRESSES[0]}\n  Port {a.port}\n"
+                       f"  User root\n  IdentityFile {key}\n"
+                       f"  UserKnownHostsFile {a.known_hosts}\n")
+        c = load_cluster_config(_cluster(tmp_path, cfg, ["agented"]))
+        assert resolve_ssh("agented", config=str(cfg)).identity_files == ()  # the file is gone
+        t = SSHTransport(c.hosts[0], c)
+        big = tmp_path / "big.bin"
+        big.write_bytes(b"a" * SCP_MIN_BYTES)
+        try:
+            assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+            t.put(big, "big.bin")
+        finally:
+            t.close()
+        assert (tmp_path / "ws-agented" / "big.bin").stat().st_size == SCP_MIN_BYTES
+        # Without the agent the same host refuses: the agent did the work.
+        monkeypatch.delenv("SSH_AUTH_SOCK")
+        t = SSHTransport(c.hosts[0], c)
+        with pytest.raises(AuthFailed, match="no key to offer .*SSH_AUTH_SOCK is unset"):
+            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+        t.close()
+    finally:
+        agent.terminate()
+        agent.wait(TIMEOUT)
 
 
 def test_a_host_behind_a_jump_host(two_sshd, tmp_path):
