@@ -98,8 +98,13 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
         probe.unlink()
     except OSError:
         writable = False
-    busy = []
-    for port in [int(p) for p in args.ports.split(",") if p]:
+    busy, bind_error = [], None
+    with socket.socket() as s:
+        try:
+            s.bind((args.bind, 0))
+        except OSError as e:  # not an address of this host: no port of it is worth probing
+            bind_error = e.strerror or str(e)
+    for port in [int(p) for p in args.ports.split(",") if p and bind_error is None]:
         with socket.socket() as s:
             # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,7 +114,7 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
                 busy.append(port)
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
     return {"python": sys.version.split()[0], "executable": sys.executable, "dglctl": __version__,
-            "ports_busy": busy, "disk_free": free, "workspace": str(ws),
+            "ports_busy": busy, "bind_error": bind_error, "disk_free": free, "workspace": str(ws),
             "workspace_writable": writable, "hostname": socket.gethostname(),
             "cpus": len(os.sched_getaffinity(0)), "interfaces": interfaces()}
 

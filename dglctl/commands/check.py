@@ -13,6 +13,7 @@ from .launch import DEFAULT_CLUSTER
 if TYPE_CHECKING:
     from ..config import ClusterConfig
     from ..display import Display
+    from ..hosts.agent_client import PreflightReport
     from ..jobs.preflight import HostCheck, PreflightResult
 
 OK, FAIL, INFO = "OK  ", "FAIL", "    "
@@ -37,8 +38,9 @@ def check(app: Any, cluster_path: Path | None, part_config: Path | None,
 
     \b
     For each host: reachable (or the exact error), Python and dglctl versions against this
-    machine's, workspace writable, free disk (with --part-config: the bytes its shards still
-    need), usable CPUs, busy ports in the cluster's port range; then the port block a launch
+    machine's, workspace writable, its data address one it can listen on (and the interface
+    that carries it), free disk (with --part-config: the bytes its shards still need), usable
+    CPUs, busy ports in the cluster's port range; then the port block a launch
     would take. Exit 0 when a launch would pass preflight, 1 when any host has a problem
     (each named as launch's preflight names it). An unreachable host is reported as that
     host's problem; the other hosts are still checked.
@@ -114,6 +116,7 @@ def check_json(cluster: ClusterConfig, result: PreflightResult, copies: list[int
                explicit_port: bool = False) -> dict[str, Any]:
     """``check --json``: every host's findings, the port block and every problem."""
     from ..jobs.preflight import local_versions
+    from ..netif import interface_of
 
     here_py, here_dglctl = local_versions()
     hosts = []
@@ -133,6 +136,8 @@ def check_json(cluster: ClusterConfig, result: PreflightResult, copies: list[int
             "disk_free": r.disk_free if r else None, "bytes_needed": c.need,
             "bytes_to_copy": lacking, "cpus": r.cpus if r else None,
             "ports_busy": sorted(r.ports_busy) if r else None,
+            "bind_error": r.bind_error if r else None,
+            "interface": interface_of(c.host.data_address, r.interfaces) if r else None,
             "problems": c.all_problems})
     lo, hi = _ports_range(cluster)
     base = result.ports[0] if result.ports else None
@@ -146,6 +151,16 @@ def check_json(cluster: ClusterConfig, result: PreflightResult, copies: list[int
 
 def _mark(problem: str | None, fine: str) -> str:
     return f"  {FAIL}  {problem}" if problem else f"  {OK}  {fine}"
+
+
+def _address_line(address: str, r: PreflightReport) -> str:
+    from ..netif import interface_of
+
+    ifname = interface_of(address, r.interfaces)
+    if ifname is None:
+        return f"data address {address} can be listened on (its interface is not known)"
+    return (f"data address {address} can be listened on (interface {ifname}: the trainers' "
+            "GLOO/NCCL_SOCKET_IFNAME)")
 
 
 def _host_lines(cluster: ClusterConfig, c: HostCheck, lacking: int | None) -> list[str]:
@@ -166,7 +181,8 @@ def _host_lines(cluster: ClusterConfig, c: HostCheck, lacking: int | None) -> li
     lines = [head, _mark(None, f"reachable (hostname {r.hostname})"),
              _mark(p.get("python"), f"Python {r.python} ({r.executable}), here {here_py}"),
              _mark(p.get("dglctl"), f"dglctl {r.dglctl}, here {here_dglctl}"),
-             _mark(p.get("workspace"), f"workspace {r.workspace} writable")]
+             _mark(p.get("workspace"), f"workspace {r.workspace} writable"),
+             _mark(p.get("address"), _address_line(c.host.data_address, r))]
     if r.workspace_writable:
         disk = f"disk {human_bytes(r.disk_free)} free"
         if c.need is not None:
@@ -178,7 +194,11 @@ def _host_lines(cluster: ClusterConfig, c: HostCheck, lacking: int | None) -> li
     busy = sorted(r.ports_busy)
     shown = ", ".join(map(str, busy[:SHOW_PORTS])) + (", ..." if len(busy) > SHOW_PORTS else "")
     what = f"ports {lo}..{hi}: " + (f"{len(busy)} busy ({shown})" if busy else "none busy")
-    lines.append(_mark(c.port_problem, what))
+    if r.bind_error is not None:
+        lines.append(f"  {INFO}  ports {lo}..{hi}: not probed (the data address cannot be "
+                     "listened on)")
+    else:
+        lines.append(_mark(c.port_problem, what))
     return lines
 
 

@@ -92,6 +92,7 @@ class PreflightReport:
     hostname: str
     cpus: int | None = None  # CPUs this process may run on (cgroup/affinity), for OMP defaults
     interfaces: Mapping[str, str] = field(default_factory=dict)  # IPv4 address -> interface
+    bind_error: str | None = None  # why the data address cannot be listened on (None: it can)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
@@ -101,7 +102,8 @@ class PreflightReport:
                    disk_free=int(data["disk_free"]), workspace=data["workspace"],
                    workspace_writable=bool(data["workspace_writable"]),
                    hostname=data["hostname"], cpus=data.get("cpus"),
-                   interfaces=dict(data.get("interfaces") or {}))
+                   interfaces=dict(data.get("interfaces") or {}),
+                   bind_error=data.get("bind_error"))
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from ..lease import lease_seconds, renew_interval
 from ..netif import interface_of
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
-from .plan import JobPlan, LaunchOptions, ProcSpec, host_bytes, plan_job, select_hosts
-from .preflight import ask_hosts, bytes_to_copy, host_problems, judge, preflight_ports
+from .plan import JobPlan, LaunchOptions, ProcSpec, plan_job, select_hosts
+from .preflight import ask_hosts, bytes_to_copy, judge, preflight_ports
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
@@ -206,12 +206,6 @@ class Launcher:
             self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
                               f"{base}..{base + k}")
         self.plan = self._plan(base, reports)
-
-    def check_reports(self, reports: list[PreflightReport]) -> list[str]:
-        """The problems in the hosts' preflight reports (versions, workspace, disk)."""
-        return [p for i, (h, r) in enumerate(zip(self.hosts, reports, strict=True))
-                for p in host_problems(h.name, r, host_bytes(self.part_cfg, i),
-                                       lambda i=i: self._bytes_to_copy(i)).values()]
 
     def _bytes_to_copy(self, i: int) -> int:
         """Bytes of host ``i``'s partition files still to copy there (``bytes_to_copy``)."""

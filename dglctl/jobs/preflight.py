@@ -72,15 +72,16 @@ def bytes_to_copy(client: AgentClient, part_cfg: Mapping[str, Any], i: int) -> i
                if have.get(r) is None or have[r].size != files[r]["size"])
 
 
-def host_problems(name: str, r: PreflightReport, need: int | None,
+def host_problems(h: Host, r: PreflightReport, need: int | None,
                   to_copy: Callable[[], int]) -> dict[str, str]:
-    """The problems in host ``name``'s report, keyed by what they are about (``python``,
-    ``dglctl``, ``workspace``, ``disk``): another Python minor version or dglctl version
-    than here, a workspace it cannot write, too little disk for the shards still to copy.
+    """The problems in host ``h``'s report, keyed by what they are about (``python``,
+    ``dglctl``, ``workspace``, ``disk``, ``address``): another Python minor version or
+    dglctl version than here, a workspace it cannot write, too little disk for the shards
+    still to copy, a data address the host cannot listen on (not one of its own).
     ``need`` is the bytes of its partition files (None: no partition given); ``to_copy``,
     called only when the disk holds less than ``need``, the bytes of them still missing."""
     here_py, here_dglctl = local_versions()
-    problems = {}
+    name, problems = h.name, {}
     if r.python.split(".")[:2] != here_py.split(".")[:2]:
         problems["python"] = (f"host {name}: Python {r.python} ({r.executable}), here "
                               f"{here_py}: use the same minor version")
@@ -93,6 +94,12 @@ def host_problems(name: str, r: PreflightReport, need: int | None,
         problems["disk"] = (f"host {name}: {human_bytes(r.disk_free)} free in {r.workspace}, "
                             f"the shards still to copy need {human_bytes(missing)} "
                             f"(of {human_bytes(need)})")
+    if r.bind_error is not None:
+        own = ", ".join(f"{a} ({n})" for a, n in r.interfaces.items()) or "unknown"
+        problems["address"] = (f"host {name}: cannot listen on its data address "
+                               f"{h.data_address}: {r.bind_error} (the host's addresses: "
+                               f"{own}); set data_address for it in the cluster YAML to its "
+                               "address on the cluster's network")
     return problems
 
 
@@ -176,7 +183,7 @@ def _check_host(cluster: ClusterConfig, i: int, h: Host, r: PreflightReport | Ho
         asked.append(to_copy(i))
         return asked[0]
 
-    problems = host_problems(h.name, r, need, missing)
+    problems = host_problems(h, r, need, missing)
     servers = set(range(cluster.port_base, cluster.port_base + cluster.servers_per_host))
     port = (busy_ports_problem(cluster, {h.name: r.ports_busy}) if servers & r.ports_busy
             else None)

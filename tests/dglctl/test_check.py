@@ -110,6 +110,30 @@ def test_a_busy_port_moves_the_block_unless_the_base_is_explicit(parts, home, lo
         assert code == 2 and "preflight found 1 problem(s)" in err and problem in err
 
 
+@pytest.mark.multiprocess
+def test_a_data_address_not_of_the_host_is_named(home, local_cluster, tmp_path, capsys):
+    """m1's data address (TEST-NET-2, never assigned here) cannot be listened on: check and
+    launch name the host, the address and the host's own addresses, not 'ports busy'."""
+    import yaml
+
+    data = yaml.safe_load(local_cluster.read_text())
+    data["hosts"] = [{"name": "m1", "address": "127.0.0.2", "data_address": "198.51.100.123"}]
+    local_cluster.write_text(yaml.safe_dump(data))
+    code, out, err = run(["check", "--cluster", str(local_cluster)], capsys)
+    assert code == 1, err
+    assert "FAIL  host m1: cannot listen on its data address 198.51.100.123" in out, out
+    assert "127.0.0.1 (lo)" in out and "busy" not in err
+    from partitioner import partition_graph
+    from tests.conftest import community_graph
+
+    partition_graph(community_graph(n=200), "g", 1, tmp_path / "p1")
+    code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
+                          str(tmp_path / "p1" / "g.json"), TRAINER, "ok"], capsys)
+    assert code != 0
+    assert "host m1: cannot listen on its data address 198.51.100.123" in err, err
+    assert "set data_address for it in the cluster YAML" in err
+
+
 @pytest.mark.ssh
 def test_an_unreachable_host_is_its_own_problem(sshd, parts, home, tmp_path, capsys):  # noqa: F811
     hosts = [{"name": "h0", "address": "no-such-host.invalid", "data_address": ADDRESSES[0]},
