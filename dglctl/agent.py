@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .agent_args import SSH_ARRIVAL
 from .agent_logs import read_logs, tail_lines
 from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
 from .lease import age as lease_age
@@ -98,10 +99,18 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
         probe.unlink()
     except OSError:
         writable = False
-    busy, bind_error = [], None
+    busy, bind_error, bind = [], None, args.bind
+    if bind == SSH_ARRIVAL:
+        # sshd's "client-ip client-port server-ip server-port": the address this host was
+        # reached at, the one the cluster's network knows it by.
+        words = os.environ.get("SSH_CONNECTION", "").split()
+        bind = words[2] if len(words) == 4 else ""
+        if not bind:
+            bind_error = "not reached over SSH (no SSH_CONNECTION): its address is not known"
     with socket.socket() as s:
         try:
-            s.bind((args.bind, 0))
+            if bind_error is None:
+                s.bind((bind, 0))
         except OSError as e:  # not an address of this host: no port of it is worth probing
             bind_error = e.strerror or str(e)
     for port in [int(p) for p in args.ports.split(",") if p and bind_error is None]:
@@ -109,12 +118,13 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
             # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind((args.bind, port))
+                s.bind((bind, port))
             except OSError:
                 busy.append(port)
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
     return {"python": sys.version.split()[0], "executable": sys.executable, "dglctl": __version__,
-            "ports_busy": busy, "bind_error": bind_error, "disk_free": free, "workspace": str(ws),
+            "ports_busy": busy, "bind_address": bind, "bind_error": bind_error,
+            "disk_free": free, "workspace": str(ws),
             "workspace_writable": writable, "hostname": socket.gethostname(),
             "cpus": len(os.sched_getaffinity(0)), "interfaces": interfaces()}
 

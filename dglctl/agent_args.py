@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+SSH_ARRIVAL = "@ssh"  # preflight --bind: the address the host's SSH connection arrived at
+
 
 def parser() -> argparse.ArgumentParser:
     """The agent's argument parser."""
@@ -12,7 +14,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("preflight")
     s.add_argument("--workspace", required=True)
-    s.add_argument("--bind", default="127.0.0.1")
+    s.add_argument("--bind", default="127.0.0.1", help=f"the data address, or {SSH_ARRIVAL}: "
+                   "the address this host's SSH connection arrived at")
     s.add_argument("--ports", default="")
     s = sub.add_parser("checksums")
     s.add_argument("--root", required=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,34 @@ class SSHSettings:
     config: str | None = None  # the OpenSSH client config [default: ~/.ssh/config]
 
 
+# The data address of a host whose name resolves only inside the cluster (a compute node
+# behind a login node): preflight takes the address its SSH connection arrives at.
+FROM_HOST = ""
+
+
 @dataclass(frozen=True)
 class Host:
     """One machine of the cluster. Its index in ``hosts`` is its machine (= partition) id."""
 
     address: str
     name: str
-    data_address: str
+    data_address: str  # FROM_HOST: the host's own answer at preflight
     ssh: SSHSettings
     python: str
     workspace: str
+
+    @property
+    def data_address_from_host(self) -> bool:
+        """Whether the data address is learnt at preflight (a name only the cluster knows)."""
+        return self.data_address == FROM_HOST
+
+
+
+def with_data_addresses(cluster: ClusterConfig, found: Mapping[str, str]) -> ClusterConfig:
+    """``cluster`` with the data addresses preflight learnt (``{host name: address}``) set."""
+    hosts = tuple(replace(h, data_address=found[h.name]) if h.name in found else h
+                  for h in cluster.hosts)
+    return replace(cluster, hosts=hosts)
 
 
 @dataclass(frozen=True)
@@ -163,8 +182,9 @@ def _is_loopback(ip: str) -> bool:
 def check_loopback(path: str, hosts: tuple[Host, ...] | list[Host]) -> None:
     """Refuse loopback data addresses mixed with real ones: on a cluster of several machines a
     loopback address makes a host talk to itself. Only-loopback is the local cluster."""
-    local = [(i, h) for i, h in enumerate(hosts) if _is_loopback(h.data_address)]
-    remote = [(i, h) for i, h in enumerate(hosts) if not _is_loopback(h.data_address)]
+    known = [(i, h) for i, h in enumerate(hosts) if not h.data_address_from_host]
+    local = [(i, h) for i, h in known if _is_loopback(h.data_address)]
+    remote = [(i, h) for i, h in known if not _is_loopback(h.data_address)]
     if local and remote:
         (i, a), (j, b) = local[0], remote[0]
         raise ConfigError(
@@ -296,14 +316,19 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         if "address" not in h:
             raise ConfigError(f"{path}: {where} has no 'address'")
         address = _address(path, f"{where}.address", h["address"])
-        data_address = h.get("data_address") or _resolve(address)
+        data_address = _resolve(str(h.get("data_address") or address))
         if data_address == address and transport == "ssh" and not _is_ip(address):
             # An alias of ~/.ssh/config (address: gpu0): its HostName is the machine.
             from .ssh_config import resolve_address
 
-            data_address = _resolve(resolve_address(address, ssh.config))
+            hostname = resolve_address(address, ssh.config)
+            data_address = _resolve(hostname)
+            if not _is_ip(data_address) and "data_address" not in h:
+                # A name only the cluster's DNS (or its jump host) knows: ask the host.
+                data_address = FROM_HOST
         try:
-            ipaddress.ip_address(data_address)
+            if data_address != FROM_HOST:
+                ipaddress.ip_address(data_address)
         except ValueError:
             raise ConfigError(
                 f"{path}: {where}: {data_address!r} does not resolve to an IP address (servers "

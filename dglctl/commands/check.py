@@ -81,6 +81,7 @@ def run_check(cluster: ClusterConfig, part_config: Path | None, *,
     clients = [AgentClient(t) for t in transports]
     try:
         reports = pf.ask_each_host(clients, pf.preflight_ports(cluster))
+        cluster, hosts = pf.learn_addresses(cluster, hosts, reports)
         for t, r in zip(transports, reports, strict=True):
             if isinstance(r, PreflightReport):
                 t.workspace = r.workspace

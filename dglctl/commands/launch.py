@@ -176,12 +176,14 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
 def render_plan(plan: JobPlan, display: Display) -> None:
     """The plan for people: hosts, ports, then each process with its argv and env."""
     out = display.result
+    learnt = "<learnt at preflight>"  # FROM_HOST: a name only the cluster resolves
     out(f"job {plan.job_id} (dry run: no host contacted, nothing started)")
-    out(f"ports: servers from {plan.port_base}, MASTER_ADDR {plan.master_addr} MASTER_PORT "
-        f"{plan.master_port}, world size {plan.world_size}")
+    out(f"ports: servers from {plan.port_base}, MASTER_ADDR {plan.master_addr or learnt} "
+        f"MASTER_PORT {plan.master_port}, world size {plan.world_size}")
     out("hosts:")
     for h in plan.hosts:
-        out(f"  {h.name}  {h.address} (data {h.data_address})  workspace {h.workspace}  "
+        data = h.data_address or "the address its SSH connection arrives at, learnt at preflight"
+        out(f"  {h.name}  {h.address} (data {data})  workspace {h.workspace}  "
             f"{len(h.files)} file(s), {h.bytes_needed / 1e6:.1f} MB")
     out("processes:")
     for p in plan.procs:

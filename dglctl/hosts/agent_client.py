@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Host
+from ..agent_args import SSH_ARRIVAL
+from ..config import FROM_HOST, Host
 from .agent_session import ENABLED as SESSIONS
 from .agent_session import AgentSession, SessionBroken
 from .group import fan_out
@@ -93,6 +94,7 @@ class PreflightReport:
     cpus: int | None = None  # CPUs this process may run on (cgroup/affinity), for OMP defaults
     interfaces: Mapping[str, str] = field(default_factory=dict)  # IPv4 address -> interface
     bind_error: str | None = None  # why the data address cannot be listened on (None: it can)
+    bind_address: str | None = None  # the address probed (the SSH arrival address, if asked)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
@@ -103,7 +105,7 @@ class PreflightReport:
                    workspace_writable=bool(data["workspace_writable"]),
                    hostname=data["hostname"], cpus=data.get("cpus"),
                    interfaces=dict(data.get("interfaces") or {}),
-                   bind_error=data.get("bind_error"))
+                   bind_error=data.get("bind_error"), bind_address=data.get("bind_address"))
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,11 @@ class AgentClient:
         return ["--workspace", self.transport.workspace, "--job", job]
 
     def preflight(self, bind: str, ports: Iterable[int]) -> PreflightReport:
-        """Versions, busy ``ports`` on the ``bind`` address, free disk, writable workspace."""
+        """Versions, busy ``ports`` on the ``bind`` address (FROM_HOST: the address the
+        host's SSH connection arrived at), free disk, writable workspace."""
         return PreflightReport.from_json(self._call(
-            "preflight", "--workspace", self.transport.workspace, "--bind", bind,
+            "preflight", "--workspace", self.transport.workspace,
+            "--bind", bind if bind != FROM_HOST else SSH_ARRIVAL,
             "--ports", ",".join(map(str, ports))))
 
     def checksums(self, root: str, files: Sequence[str], *, sizes_only: bool = False,

@@ -30,7 +30,7 @@ from ..netif import interface_of
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import JobPlan, LaunchOptions, ProcSpec, plan_job, select_hosts
-from .preflight import ask_hosts, bytes_to_copy, judge, preflight_ports
+from .preflight import ask_hosts, bytes_to_copy, judge, learn_addresses, preflight_ports
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
@@ -193,8 +193,9 @@ class Launcher:
         """Every host: reachable, same Python and dglctl, ports free, disk space; then the plan
         on the ports found free (``jobs.preflight`` holds the checks, shared with ``check``)."""
         reports = ask_hosts(self.clients, preflight_ports(self.cluster))
-        for t, r in zip(self.transports, reports, strict=True):
-            t.workspace = r.workspace
+        self.cluster, self.hosts = learn_addresses(self.cluster, self.hosts, reports)
+        for t, h, r in zip(self.transports, self.hosts, reports, strict=True):
+            t.workspace, t.host, t.cluster = r.workspace, h, self.cluster
         result = judge(self.cluster, self.hosts, reports, part_cfg=self.part_cfg,
                        to_copy=self._bytes_to_copy,
                        explicit_port=self.opts.port_base_explicit)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ..config import ClusterConfig, Host
+from ..config import ClusterConfig, Host, check_loopback, with_data_addresses
 from ..display import human_bytes
 from ..errors import HostFailure
 from ..hosts.agent_client import AgentClient, PreflightReport
@@ -72,6 +72,24 @@ def bytes_to_copy(client: AgentClient, part_cfg: Mapping[str, Any], i: int) -> i
                if have.get(r) is None or have[r].size != files[r]["size"])
 
 
+def learn_addresses(cluster: ClusterConfig, hosts: Sequence[Host],
+                    reports: Sequence[PreflightReport | HostFailure],
+                    ) -> tuple[ClusterConfig, tuple[Host, ...]]:
+    """``cluster`` and ``hosts`` with the data addresses preflight learnt: a host whose name
+    resolves only inside the cluster gets the address its SSH connection arrived at. The
+    loopback rule of the config applies to what was learnt too (a ConfigError)."""
+    found = {h.name: r.bind_address for h, r in zip(hosts, reports, strict=True)
+             if h.data_address_from_host and isinstance(r, PreflightReport) and r.bind_address
+             and r.bind_error is None}
+    if not found:
+        return cluster, tuple(hosts)
+    cluster = with_data_addresses(cluster, found)
+    by_name = {h.name: h for h in cluster.hosts}
+    learnt = tuple(by_name[h.name] for h in hosts)
+    check_loopback(cluster.path, learnt)
+    return cluster, learnt
+
+
 def host_problems(h: Host, r: PreflightReport, need: int | None,
                   to_copy: Callable[[], int]) -> dict[str, str]:
     """The problems in host ``h``'s report, keyed by what they are about (``python``,
@@ -96,8 +114,9 @@ def host_problems(h: Host, r: PreflightReport, need: int | None,
                             f"(of {human_bytes(need)})")
     if r.bind_error is not None:
         own = ", ".join(f"{a} ({n})" for a, n in r.interfaces.items()) or "unknown"
+        address = h.data_address or r.bind_address or "(to be learnt from its SSH connection)"
         problems["address"] = (f"host {name}: cannot listen on its data address "
-                               f"{h.data_address}: {r.bind_error} (the host's addresses: "
+                               f"{address}: {r.bind_error} (the host's addresses: "
                                f"{own}); set data_address for it in the cluster YAML to its "
                                "address on the cluster's network")
     return problems

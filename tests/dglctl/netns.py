@@ -10,6 +10,11 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
+
+# What 'ip netns exec NAME' mounts over /etc for the processes it starts (iproute2): a hosts
+# file here is the namespace's own name resolution, which the launcher's does not share.
+ETC_NETNS = Path("/etc/netns")
 
 
 @dataclass
@@ -26,6 +31,7 @@ class Netns:
         bridge; what is left of each is ignored (it may never have been made)."""
         for name in self.names:
             _ip("netns", "del", name, check=False)
+            shutil.rmtree(ETC_NETNS / name, ignore_errors=True)
         _ip("link", "del", f"dglbr{self.tag}", check=False)
 
 
@@ -51,8 +57,10 @@ def netns_unavailable() -> str | None:
     return None
 
 
-def make_netns(count: int) -> Netns:
-    """``count`` namespaces on a fresh bridge in a random 10.x.y.0/24; remove() when done."""
+def make_netns(count: int, names: tuple[str, ...] = ()) -> Netns:
+    """``count`` namespaces on a fresh bridge in a random 10.x.y.0/24; remove() when done.
+    ``names[i]``, if given, is namespace i's address by name, known inside the namespaces
+    only (each gets an /etc/hosts of them), as a cluster's own DNS would be."""
     tag = secrets.token_hex(3)
     net = f"10.{int(tag[:2], 16) % 200 + 20}.{int(tag[2:4], 16)}"
     made = Netns(tag, f"{net}.1")
@@ -73,6 +81,12 @@ def make_netns(count: int) -> Netns:
             _ip("link", "set", "eth0", "up", ns=name)
             _ip("link", "set", "lo", "up", ns=name)
             made.addresses.append(address)
+        if names:
+            hosts = "127.0.0.1 localhost\n" + "".join(
+                f"{a} {n}\n" for a, n in zip(made.addresses, names, strict=True))
+            for name in made.names:
+                (ETC_NETNS / name).mkdir(parents=True, exist_ok=True)
+                (ETC_NETNS / name / "hosts").write_text(hosts)
     except BaseException:
         made.remove()
         raise

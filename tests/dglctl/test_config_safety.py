@@ -163,6 +163,24 @@ def test_loopback_only_clusters_stay_valid(tmp_path):
 
 
 @pytest.mark.unit
+def test_a_name_that_does_not_resolve_here(tmp_path):
+    """Over SSH, an alias whose HostName resolves only inside the cluster is left for the
+    host to tell at preflight; on the local transport, or as an explicit data_address, a
+    name that does not resolve is an error naming the host."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host cn7\n  HostName cn7.cluster.invalid\n  ProxyJump login\n")
+    c = parse_cluster_config({"transport": "ssh", "ssh": {"config": str(cfg)},
+                              "hosts": ["10.0.0.1", "cn7"]}, "c.yaml")
+    assert [h.data_address_from_host for h in c.hosts] == [False, True]
+    for data in ({"transport": "local", "hosts": ["cn7.cluster.invalid"]},
+                 {"transport": "ssh", "ssh": {"config": str(cfg)},
+                  "hosts": [{"address": "cn7", "data_address": "cn7.cluster.invalid"}]}):
+        with pytest.raises(ConfigError, match=r"c.yaml: hosts\[0\]: 'cn7.cluster.invalid' "
+                                              "does not resolve to an IP address"):
+            parse_cluster_config(data, "c.yaml")
+
+
+@pytest.mark.unit
 def test_scp_ends_its_options_before_the_file_names(monkeypatch, tmp_path):
     """A source named ``-o...`` (a relative --part-config) is a file name, not an option."""
     from dglctl.hosts import transport

@@ -26,6 +26,7 @@ from tests.dglctl.sshd import start_sshd
 
 pytestmark = pytest.mark.ssh
 REPO = Path(__file__).parents[2]
+INTERNAL = ("node0-internal", "node1-internal")  # the namespaces' own names for their hosts
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def machines(tmp_path_factory):
     why = netns_unavailable()
     if why:
         pytest.skip(f"no network namespaces here: {why}")
-    net = make_netns(2)
+    net = make_netns(2, names=INTERNAL)
     root = tmp_path_factory.mktemp("netns")
     servers = []
     try:
@@ -42,9 +43,15 @@ def machines(tmp_path_factory):
         for i, (ns, address) in enumerate(zip(net.names, net.addresses, strict=True)):
             s = start_sshd(root / f"sshd{i}", addresses=(address,), netns=ns)
             servers.append(s)
-            lines.append(f"Host node{i}\n  HostName {address}\n  User root\n"
-                         f"  IdentityFile {s.client_key}\n  IdentitiesOnly yes\n"
-                         f"  UserKnownHostsFile {s.known_hosts}\n")
+            # Its key under its internal name too, for a connection through a jump host.
+            pub = " ".join((s.root / "host_key.pub").read_text().split()[:2])
+            with open(s.known_hosts, "a") as f:
+                f.write(f"{INTERNAL[i]} {pub}\n")
+            keys = (f"  User root\n  IdentityFile {s.client_key}\n  IdentitiesOnly yes\n"
+                    f"  UserKnownHostsFile {s.known_hosts}\n")
+            lines.append(f"Host node{i}\n  HostName {address}\n{keys}")
+            # Reached through node0, by a name only the namespaces resolve.
+            lines.append(f"Host inner{i}\n  HostName {INTERNAL[i]}\n  ProxyJump node0\n{keys}")
         cfg = root / "ssh_config"
         cfg.write_text("".join(lines))
         yield [(f"node{i}", a, ns) for i, (a, ns) in enumerate(zip(net.addresses, net.names,
@@ -141,3 +148,42 @@ def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_p
     err = capsys.readouterr().err
     assert stopped == 0, err
     assert leftovers(job) == ([], [])
+
+
+def test_a_host_known_only_by_the_clusters_names(machines, parts, home, tmp_path, capsys):
+    """inner1 is a compute node behind the login node node0, by a name only the cluster
+    resolves (its HostName fails here): its data address is the one its SSH connection
+    arrives at, learnt at preflight; the job runs, and its ip_config names that address."""
+    import socket
+
+    from dglctl.config import load_cluster_config
+    from dglctl.jobs.manifest import JobManifest, list_jobs
+
+    hosts, cfg = machines
+    with pytest.raises(OSError):
+        socket.gethostbyname(INTERNAL[1])  # the launcher's machine cannot resolve it
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "transport": "ssh", "ssh": {"config": str(cfg), "connect_timeout": 5},
+        "hosts": [{"address": a, "workspace": str(tmp_path / f"ws-{a}")}
+                  for a in ("node0", "inner1")],
+        "python": sys.executable, "servers_per_host": 1, "trainers_per_host": 1,
+        "samplers_per_trainer": 0, "timeout": TIMEOUT}))
+    assert [h.data_address_from_host for h in load_cluster_config(path).hosts] == [False, True]
+    assert main(["launch", "--cluster", str(path), "--part-config", str(parts[2]),
+                 "--dry-run", str(SCRIPTS / "trainer.py")]) == 0
+    assert "inner1  inner1 (data the address its SSH connection arrives at" in \
+        capsys.readouterr().out
+    assert main(["check", "--cluster", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [h["data_address"] for h in report["hosts"]] == [a for _, a, _ in hosts]
+    code = main(["launch", "--cluster", str(path), "--part-config", str(parts[2]),
+                 str(SCRIPTS / "trainer.py"), "ok"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.count("] done") == 2
+    job = JobManifest.load(list_jobs()[-1].job_id)
+    assert [h.data_address for h in job.hosts] == [a for _, a, _ in hosts]
+    ip_config = (tmp_path / "ws-inner1" / "jobs" / job.job_id / "ip_config.txt").read_text()
+    assert [line.split()[0] for line in ip_config.splitlines()] == [a for _, a, _ in hosts]
+    assert leftovers(job.job_id) == ([], [])
