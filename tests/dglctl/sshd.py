@@ -1,4 +1,5 @@
-"""A real OpenSSH server on 127.0.0.1-3 for tests: its own host key, config and client key."""
+"""A real OpenSSH server on 127.0.0.1-3 for tests: its own host key, config and client key;
+and the two ways tests use a host through it (``reach``, ``refused``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
 from tests.conftest import TIMEOUT
 
 SSHD = "/usr/sbin/sshd"
@@ -102,3 +107,30 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None, home_keys: bool 
         proc.kill()
         raise RuntimeError("sshd did not start listening")
     return TestSSHD(root, port, client_key, known, proc)
+
+
+def reach(c, i: int, tmp_path, during=None) -> None:
+    """Host ``i`` of cluster ``c`` as the launcher uses it: an agent command (paramiko), then
+    a file big enough for the system scp, as ``big.bin`` in its workspace; ``during(t)``
+    inspects the open transport. The transport is closed after, whatever happens."""
+    t = SSHTransport(c.hosts[i], c)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"b" * SCP_MIN_BYTES)
+    try:
+        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
+        if during is not None:
+            during(t)
+        t.put(big, "big.bin")
+    finally:
+        t.close()
+
+
+def refused(c, i: int, tmp_path, error: type, match: str) -> Any:
+    """Host ``i`` of cluster ``c`` refuses the agent's command with ``error``; the error."""
+    t = SSHTransport(c.hosts[i], c)
+    try:
+        with pytest.raises(error, match=match) as e:
+            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+    finally:
+        t.close()
+    return e.value

@@ -15,12 +15,12 @@ import yaml
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.errors import AuthFailed, ConfigError, UnknownHostKey
-from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
+from dglctl.hosts.transport import SCP_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
 from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.sshd import ADDRESSES, start_sshd
+from tests.dglctl.sshd import ADDRESSES, reach, refused, start_sshd
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -74,15 +74,8 @@ def test_hosts_named_by_config_aliases_only(two_sshd, parts, home, tmp_path, cap
     assert out.out.count("] done") == 3
     assert leftovers(list_jobs()[-1].job_id) == ([], [])
     # A big file goes through the system scp: the same alias, port and key.
-    c = load_cluster_config(cluster)
-    t = SSHTransport(c.hosts[1], c)
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"z" * SCP_MIN_BYTES)
-    try:
-        t.put(big, "big.bin")
-    finally:
-        t.close()
-    assert (tmp_path / "ws-gpu1" / "big.bin").read_bytes() == big.read_bytes()
+    reach(load_cluster_config(cluster), 1, tmp_path)
+    assert (tmp_path / "ws-gpu1" / "big.bin").stat().st_size == SCP_MIN_BYTES
 
 
 def test_include_and_match_blocks_are_applied(two_sshd, tmp_path):
@@ -99,12 +92,8 @@ def test_include_and_match_blocks_are_applied(two_sshd, tmp_path):
     cfg.write_text(f"Include {conf_d}/*.conf\nMatch originalhost lab-*\n  Port {b.port}\n")
     r = resolve_ssh("lab-1", config=str(cfg))
     assert (r.hostname, r.port, r.identity_files) == (ADDRESSES[1], b.port, (str(b.client_key),))
-    c = load_cluster_config(_cluster(tmp_path, cfg, ["lab-1"]))
-    t = SSHTransport(c.hosts[0], c)
-    try:
-        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
-    finally:
-        t.close()
+    reach(load_cluster_config(_cluster(tmp_path, cfg, ["lab-1"])), 0, tmp_path)
+    assert (tmp_path / "ws-lab-1" / "big.bin").stat().st_size == SCP_MIN_BYTES
 
 
 def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
@@ -131,21 +120,11 @@ def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
                        f"  UserKnownHostsFile {a.known_hosts}\n")
         c = load_cluster_config(_cluster(tmp_path, cfg, ["agented"]))
         assert resolve_ssh("agented", config=str(cfg)).identity_files == ()  # the file is gone
-        t = SSHTransport(c.hosts[0], c)
-        big = tmp_path / "big.bin"
-        big.write_bytes(b"a" * SCP_MIN_BYTES)
-        try:
-            assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
-            t.put(big, "big.bin")
-        finally:
-            t.close()
+        reach(c, 0, tmp_path)
         assert (tmp_path / "ws-agented" / "big.bin").stat().st_size == SCP_MIN_BYTES
         # Without the agent the same host refuses: the agent did the work.
         monkeypatch.delenv("SSH_AUTH_SOCK")
-        t = SSHTransport(c.hosts[0], c)
-        with pytest.raises(AuthFailed, match="no key to offer .*SSH_AUTH_SOCK is unset"):
-            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
-        t.close()
+        refused(c, 0, tmp_path, AuthFailed, "no key to offer .*SSH_AUTH_SOCK is unset")
     finally:
         agent.terminate()
         agent.wait(TIMEOUT)
@@ -158,19 +137,12 @@ def test_a_host_behind_a_jump_host(two_sshd, tmp_path):
                    + _block("node7", ADDRESSES[2], b, ProxyJump="login"))
     r = resolve_ssh("node7", config=str(cfg))
     assert r.proxy_jump == ("login",) and r.port == b.port
-    c = load_cluster_config(_cluster(tmp_path, cfg, ["node7"]))
-    t = SSHTransport(c.hosts[0], c)
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"j" * SCP_MIN_BYTES)
-    try:
-        report = t.agent("preflight", "--workspace", str(tmp_path / "ws-node7"))
-        # The connection to node7 is a channel of the login host's connection.
+    def through_login(t):  # node7's connection is a channel of the login host's
         assert isinstance(t._client.get_transport().sock, paramiko.Channel)
         assert len(t._hops) == 1
-        t.put(big, "big.bin")  # scp -J login
-    finally:
-        t.close()
-    assert report["workspace_writable"]
+
+    reach(load_cluster_config(_cluster(tmp_path, cfg, ["node7"])), 0, tmp_path,
+          through_login)  # the big file: scp -J login
     assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
 
 
@@ -184,19 +156,13 @@ def test_a_jump_host_behind_its_own_jump_host(two_sshd, tmp_path):
                    + _block("node7", ADDRESSES[2], a, ProxyJump="login"))
     r = resolve_ssh("node7", config=str(cfg))
     assert r.proxy_jump == ("bastion", "login")
-    c = load_cluster_config(_cluster(tmp_path, cfg, ["node7"]))
-    t = SSHTransport(c.hosts[0], c)
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"n" * SCP_MIN_BYTES)
-    try:
-        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
-        # login's connection runs in a channel of bastion's, node7's in one of login's.
+    def two_hops(t):  # login's connection runs in a channel of bastion's, node7's in login's
         assert len(t._hops) == 2
         assert isinstance(t._hops[1].get_transport().sock, paramiko.Channel)
         assert isinstance(t._client.get_transport().sock, paramiko.Channel)
-        t.put(big, "big.bin")  # scp -J bastion,login
-    finally:
-        t.close()
+
+    reach(load_cluster_config(_cluster(tmp_path, cfg, ["node7"])), 0, tmp_path,
+          two_hops)  # the big file: scp -J bastion,login
     assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
 
 
@@ -217,17 +183,9 @@ def test_a_host_key_only_in_a_system_wide_file(two_sshd, tmp_path):
     cfg.write_text(_block("m0", ADDRESSES[0], a, known="/dev/null",
                           GlobalKnownHostsFile=str(system)))
     c = load_cluster_config(_cluster(tmp_path, cfg, ["m0"]))
-    t = SSHTransport(c.hosts[0], c)
-    try:
-        assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
-    finally:
-        t.close()
+    reach(c, 0, tmp_path)  # commands, and scp, which reads the same files
     system.write_text("")  # and without it: refused, naming the files looked in
-    t = SSHTransport(c.hosts[0], c)
-    with pytest.raises(UnknownHostKey) as e:
-        t.agent("preflight", "--workspace", str(tmp_path / "ws"))
-    t.close()
-    assert str(system) in e.value.message
+    assert str(system) in refused(c, 0, tmp_path, UnknownHostKey, "known-hosts file").message
 
 
 def test_the_system_known_hosts_are_read_by_default(tmp_path):
@@ -255,20 +213,10 @@ def test_a_user_certificate_logs_in_everywhere(tmp_path):
                        f"  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
                        f"  UserKnownHostsFile {server.known_hosts}\n")
         c = load_cluster_config(_cluster(tmp_path, cfg, ["certhost"]))
-        t = SSHTransport(c.hosts[0], c)
-        big = tmp_path / "big.bin"
-        big.write_bytes(b"c" * SCP_MIN_BYTES)
-        try:
-            assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
-            t.put(big, "big.bin")
-        finally:
-            t.close()
+        reach(c, 0, tmp_path)
         assert (tmp_path / "ws-certhost" / "big.bin").stat().st_size == SCP_MIN_BYTES
         # Without the certificate the same key is refused: the certificate did the work.
         (tmp_path / "id_cert_user-cert.pub").unlink()
-        t = SSHTransport(c.hosts[0], c)
-        with pytest.raises(Exception, match="authentication failed"):
-            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
-        t.close()
+        refused(c, 0, tmp_path, AuthFailed, "authentication failed")
     finally:
         server.stop()

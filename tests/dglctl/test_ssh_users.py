@@ -25,11 +25,11 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
-from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
+from dglctl.hosts.transport import SCP_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.sshd import ADDRESSES, start_sshd
+from tests.dglctl.sshd import ADDRESSES, reach, start_sshd
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -120,14 +120,7 @@ def test_each_host_runs_as_its_own_user(users, parts, home, tmp_path, capsys):
         assert logs == {str(i)}, (ws, logs)
 
     # A big file goes through the system scp: it lands in gpu1's user's home, as SFTP's did.
-    c = load_cluster_config(cluster)
-    t = SSHTransport(c.hosts[1], c)
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"u" * SCP_MIN_BYTES)
-    try:
-        t.put(big, "big.bin")
-    finally:
-        t.close()
+    reach(load_cluster_config(cluster), 1, tmp_path)
     landed = made[USERS[1]][0] / "dglctl-workspace" / "big.bin"
     assert landed.stat().st_size == SCP_MIN_BYTES
 
