@@ -42,14 +42,14 @@ def _drop_user(name: str) -> None:
         subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
 
 
-def _make_user(name: str, key: Path) -> Path:
+def _make_user(name: str, key: Path, homes: Path) -> Path:
     """A Unix user whose authorized key is ``key``; its home."""
     _drop_user(name)  # a leftover of a run that was killed
-    subprocess.run(["useradd", "-o", "-u", "0", "-g", "0", "-m", "-d", f"/home/{name}", "-s",
+    subprocess.run(["useradd", "-o", "-u", "0", "-g", "0", "-m", "-d", str(homes / name), "-s",
                     "/bin/sh", name], check=True, capture_output=True)
     # No password, but not locked: sshd without PAM refuses a locked ("!") account.
     subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)
-    ssh = Path(f"/home/{name}/.ssh")
+    ssh = homes / name / ".ssh"
     ssh.mkdir(mode=0o700)
     (ssh / "authorized_keys").write_text(Path(f"{key}.pub").read_text())
     return ssh.parent
@@ -68,7 +68,7 @@ def users(tmp_path_factory):
             key = root / f"key-{name}"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
                            check=True)
-            made[name] = (_make_user(name, key), key)
+            made[name] = (_make_user(name, key, root), key)
         yield made, servers
     finally:
         for name in USERS:
