@@ -128,14 +128,16 @@ class JobPlan:
         return tuple(p for p in self.procs if p.role == "trainer")
 
     def describe(self) -> dict[str, Any]:
-        """The plan as JSON-ready data, without the job token."""
+        """The plan as JSON-ready data, without the job token; a data address that preflight
+        learns from the host (FROM_HOST, in a dry run) is null."""
         return {
             "job_id": self.job_id, "graph_name": self.graph_name, "script": self.script,
-            "port_base": self.port_base, "master_addr": self.master_addr,
+            "port_base": self.port_base, "master_addr": self.master_addr or None,
             "master_port": self.master_port, "world_size": self.world_size,
-            "shm_dir": self.shm_dir, "ip_config": [list(m) for m in self.ip_config],
+            "shm_dir": self.shm_dir,
+            "ip_config": [[a or None, p] for a, p in self.ip_config],
             "hosts": [{"index": h.index, "name": h.name, "address": h.address,
-                       "data_address": h.data_address, "workspace": h.workspace,
+                       "data_address": h.data_address or None, "workspace": h.workspace,
                        "python": h.python, "files": len(h.files),
                        "bytes_needed": h.bytes_needed} for h in self.hosts],
             "processes": [{"name": p.name, "host": p.host_name, "role": p.role, "rank": p.rank,

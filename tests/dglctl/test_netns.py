@@ -174,6 +174,10 @@ def test_a_host_known_only_by_the_clusters_names(machines, parts, home, tmp_path
                  "--dry-run", str(SCRIPTS / "trainer.py")]) == 0
     assert "inner1  inner1 (data the address its SSH connection arrives at" in \
         capsys.readouterr().out
+    assert main(["launch", "--cluster", str(path), "--part-config", str(parts[2]),
+                 "--dry-run", "--json", str(SCRIPTS / "trainer.py")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [h["data_address"] for h in plan["hosts"]] == [hosts[0][1], None]
     assert main(["check", "--cluster", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [h["data_address"] for h in report["hosts"]] == [a for _, a, _ in hosts]
