@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agent_args import SSH_ARRIVAL
+from .agent_args import COPY_TEMP_PREFIX, SSH_ARRIVAL
 from .agent_logs import read_logs, tail_lines
 from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
 from .lease import age as lease_age
@@ -149,7 +149,8 @@ def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
     """Remove the files under --root that --keep does not list, and the folders left empty
-    (a project's copy: files deleted there go here too). Links are removed, never followed."""
+    (a project's copy: files deleted there go here too). Links are removed, never followed;
+    copies in flight (COPY_TEMP_PREFIX folders: another host's, on a shared workspace) stay."""
     root = Path(os.path.expanduser(args.root))
     keep = set(json.loads(args.keep))
     removed = []
@@ -157,12 +158,16 @@ def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
         return {"removed": removed}
     for folder, dirs, names in os.walk(root, topdown=False):
         here = Path(folder)
+        if any(p.startswith(COPY_TEMP_PREFIX) for p in here.relative_to(root).parts):
+            continue
         for name in names:
             rel = (here / name).relative_to(root).as_posix()
             if rel not in keep:
                 (here / name).unlink(missing_ok=True)
                 removed.append(rel)
         for d in dirs:
+            if d.startswith(COPY_TEMP_PREFIX):
+                continue
             path = here / d
             with contextlib.suppress(OSError):  # not empty: something is kept below
                 if path.is_symlink():

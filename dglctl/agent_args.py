@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 
 SSH_ARRIVAL = "@ssh"  # preflight --bind: the address the host's SSH connection arrived at
+# A copy in flight over SSH: its private folder beside the destination (hosts.transport),
+# which prune leaves alone (on a shared workspace, another host's copy may be under way).
+COPY_TEMP_PREFIX = ".dglctl-tmp"
 
 
 def parser() -> argparse.ArgumentParser:

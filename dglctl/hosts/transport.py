@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..agent_args import COPY_TEMP_PREFIX
 from ..config import ClusterConfig, Host
 from ..display import human_bytes
 from ..errors import CopyFailed, RemoteCommandFailed
@@ -335,7 +336,7 @@ class SSHTransport(Transport):
     def _private_dir(self, parent: str) -> str:
         """A new folder in ``parent`` with mode 0700 (mkdir fails on an existing name, so it
         is ours and empty); chmod too, for servers that ignore mkdir's mode."""
-        folder = f"{parent}/.dglctl-tmp{os.getpid()}-{secrets.token_hex(4)}"
+        folder = f"{parent}/{COPY_TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self._sftp.mkdir(folder, 0o700)
         self._sftp.chmod(folder, 0o700)
         return folder

@@ -280,11 +280,12 @@ class Launcher:
                          spec.port)
         self.manifest.procs.append(rec)
         self.manifest.save()
-        # The host keeps its own record (without the token), for whoever logs in there.
+        # The host keeps its own record (without the token), for whoever logs in there; named
+        # by host, as hosts sharing a workspace (an NFS home) share the job's folder too.
         mine = [asdict(p) for p in self.manifest.procs if p.host == spec.host]
         t.put_bytes(json.dumps({"job_id": self.job_id, "host": spec.host_name,
                                 "machine_id": spec.host, "processes": mine}, indent=1).encode(),
-                    f"jobs/{self.job_id}/manifest.json")
+                    f"jobs/{self.job_id}/manifest.{spec.host_name}.json")
         self.logs.track(rec)
 
     def start_servers(self) -> None:

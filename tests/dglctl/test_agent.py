@@ -56,3 +56,19 @@ def test_prune_removes_what_is_not_kept_and_never_follows_links(tmp_path):
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
     assert left == ["pkg", "pkg/util.py", "train.py"]
     assert (outside / "precious.txt").read_text() == "keep me"
+
+
+def test_prune_leaves_copies_in_flight(tmp_path):
+    """On a workspace that hosts share (an NFS home), one host prunes while another's copy
+    of the same project is still under way: its private temporary folders stay."""
+    from dglctl.agent import main
+    from dglctl.agent_args import COPY_TEMP_PREFIX
+
+    root = tmp_path / "copy"
+    flight = root / "pkg" / f"{COPY_TEMP_PREFIX}123-abcd"
+    flight.mkdir(parents=True)
+    (flight / "util.py").write_text("half")
+    (root / "stale.py").write_text("x")
+    assert main(["prune", "--root", str(root), "--keep", '["pkg/util.py"]']) == 0
+    assert (flight / "util.py").read_text() == "half"
+    assert not (root / "stale.py").exists()

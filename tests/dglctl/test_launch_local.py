@@ -68,7 +68,7 @@ def test_launch_runs_to_completion(parts, home, local_cluster, capsys):
     servers = [p for p in job.procs if p.role == "server"]
     assert len({p.port for p in servers}) == 1 and servers[0].port is not None
     host_record = json.loads((Path(job.hosts[1].workspace) / "jobs" / job.job_id /
-                              "manifest.json").read_text())
+                              "manifest.m1.json").read_text())
     assert {p["name"] for p in host_record["processes"]} == {"server-1-0", "trainer-1-0",
                                                               "trainer-1-1"}
     assert "token" not in json.dumps(host_record)

@@ -68,6 +68,49 @@ def test_three_host_launch(sshd, parts, home, tmp_path, capsys):
     assert code == 0 and err.count("up to date") == 3
 
 
+def test_hosts_sharing_one_workspace(sshd, parts, home, tmp_path, capsys):
+    """Three hosts whose workspace is one folder, as an NFS home is on many clusters: each
+    copies into it at once, a job runs and a detached one stops; each host's files keep
+    their own names (logs, exit statuses, its record of the job)."""
+    import json
+    import time
+
+    from tests.conftest import TIMEOUT
+
+    cluster = write_cluster(tmp_path / "c.yaml", sshd)
+    data = yaml.safe_load(cluster.read_text())
+    for h in data["hosts"]:
+        h["workspace"] = str(tmp_path / "nfs-home")
+    cluster.write_text(yaml.safe_dump(data))
+    code, out, err = run(["launch", "--cluster", str(cluster), "--part-config", str(parts[3]),
+                          TRAINER, "ok"], capsys)
+    assert code == 0, err
+    assert out.count("] done") == 3
+    job = list_jobs()[-1].job_id
+    folder = tmp_path / "nfs-home" / "jobs" / job
+    assert sorted(p.name for p in folder.glob("manifest.*.json")) == [
+        "manifest.h0.json", "manifest.h1.json", "manifest.h2.json"]
+    assert len(list(folder.glob("trainer-*.rc"))) == 3
+    assert leftovers(job) == ([], [])
+    code, out, err = run(["launch", "--cluster", str(cluster), "--part-config", str(parts[3]),
+                          "--detach", "--json", TRAINER, "sleep"], capsys)
+    assert code == 0, err
+    job = json.loads(out)["job"]
+    try:
+        logs = lambda: list((tmp_path / "nfs-home" / "jobs" / job).glob("trainer-*.log"))  # noqa: E731
+        deadline = time.monotonic() + 10 * TIMEOUT
+        while time.monotonic() < deadline and not (
+                len(logs()) == 3 and all(b"sleeping" in p.read_bytes() for p in logs())):
+            time.sleep(0.1)
+        code, out, _ = run(["status", job, "--json"], capsys)
+        states = [p["state"] for p in json.loads(out)["processes"]]
+        assert code == 0 and states == ["running"] * 6, states
+    finally:
+        code, out, err = run(["stop", job], capsys)
+    assert code == 0, err
+    assert leftovers(job) == ([], [])
+
+
 def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
     def launch(**changes):
         cluster = write_cluster(tmp_path / "c.yaml", sshd, **changes)

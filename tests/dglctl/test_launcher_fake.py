@@ -154,7 +154,7 @@ def test_the_earliest_failure_is_named_first(parts, home, local_cluster):
     _started(la)
     assert [c["name"] for c in agent_calls(fakes[1], "start")] == [
         "server-1-0", "trainer-1-0", "trainer-1-1"]
-    host_record = json.loads(fakes[1].files[f"/fake/m1/jobs/{la.job_id}/manifest.json"])
+    host_record = json.loads(fakes[1].files[f"/fake/m1/jobs/{la.job_id}/manifest.m1.json"])
     assert len(host_record["processes"]) == 3 and la.token not in json.dumps(host_record)
     fakes[1].states["trainer-1-0"] = {"state": "killed", "signal": 9, "ended": 200.0}
     fakes[0].states["trainer-0-1"] = {"state": "exited", "code": 3, "ended": 100.0}
