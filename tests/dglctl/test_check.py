@@ -167,16 +167,24 @@ def _manifest(job_id: str, created: float) -> None:
 
 
 @pytest.mark.multiprocess
-def test_job_ids_complete_through_the_shell_protocol(home):
+@pytest.mark.parametrize("shell, comp_cword, expected", [
+    # What each shell's script (from _DGLCTL_COMPLETE=SHELL_source) sends, and reads back.
+    ("bash", "2", ["plain,1202-bbbbbb", "plain,1201-aaaaaa"]),
+    ("zsh", "2", ["plain", "1202-bbbbbb", "starting, train.py",
+                  "plain", "1201-aaaaaa", "starting, train.py"]),  # with each job's state
+    ("fish", "12", ["plain,1202-bbbbbb\tstarting, train.py",
+                    "plain,1201-aaaaaa\tstarting, train.py"]),
+])
+def test_job_ids_complete_through_the_shell_protocol(home, shell, comp_cword, expected):
     _manifest("1201-aaaaaa", 100.0)
     _manifest("1202-bbbbbb", 200.0)
     _manifest("0101-cccccc", 300.0)  # newest, but not what was typed
-    env = {**os.environ, "DGLCTL_HOME": str(home), "_DGLCTL_COMPLETE": "bash_complete",
-           "COMP_WORDS": "dglctl status 12", "COMP_CWORD": "2"}
+    env = {**os.environ, "DGLCTL_HOME": str(home), "_DGLCTL_COMPLETE": f"{shell}_complete",
+           "COMP_WORDS": "dglctl status 12", "COMP_CWORD": comp_cword}
     done = subprocess.run([sys.executable, "-m", "dglctl"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=3 * TIMEOUT)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["plain,1202-bbbbbb", "plain,1201-aaaaaa"]
+    assert done.stdout.splitlines() == expected
 
 
 @pytest.mark.unit
