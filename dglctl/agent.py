@@ -320,6 +320,18 @@ def cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
     return {name: _state(job, name, int(pgid)) for name, pgid in procs.items()}
 
 
+def cmd_listening(args: argparse.Namespace) -> dict[str, Any]:
+    """Which of --ports accept a connection on --address, asked from this host: a server
+    binds its port only once its partition is loaded, so listening means ready. The launcher
+    asks here, as it may not reach the data network itself (hosts behind a login node)."""
+    up = []
+    for port in [int(p) for p in args.ports.split(",") if p]:
+        with contextlib.suppress(OSError):
+            socket.create_connection((args.address, port), timeout=1.0).close()
+            up.append(port)
+    return {"listening": up}
+
+
 def cmd_renew(args: argparse.Namespace) -> dict[str, Any]:
     """Renew the job's lease here (its supervising launcher does, every half timeout)."""
     job = _job_dir(args.workspace, args.job)

@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("renew")
     for a in ("--workspace", "--job"):
         s.add_argument(a, required=True)
+    s = sub.add_parser("listening")
+    s.add_argument("--address", required=True)
+    s.add_argument("--ports", required=True, help="comma-separated")
     for name in ("probe", "stop"):
         s = sub.add_parser(name)
         for a in ("--workspace", "--job", "--procs"):

@@ -249,6 +249,11 @@ class AgentClient:
                        "--argv", json.dumps(list(argv)), *extra)
         return Started(int(r["pgid"]), r["log"])
 
+    def listening(self, address: str, ports: Sequence[int]) -> set[int]:
+        """Which of ``ports`` accept a connection on ``address``, tried on the host itself."""
+        raw = self._call("listening", "--address", address, "--ports", ",".join(map(str, ports)))
+        return {int(p) for p in raw["listening"]}
+
     def renew(self, job: str, timeout: float = 60.0) -> None:
         """Renew the job's lease on the host."""
         self._call("renew", *self._job(job), timeout=timeout)

@@ -289,37 +289,31 @@ class Launcher:
         self.logs.track(rec)
 
     def start_servers(self) -> None:
-        """Start every server, then wait until each answers the job's handshake."""
-        from runtime.errors import DistError, HandshakeError
-        from runtime.rpc.client import ServerPool
-        from runtime.rpc.ip_config import read_ip_config
-
-        for spec in self._require_plan().servers:
+        """Start every server, then wait until each listens on its port (a server binds only
+        once its partition is loaded). Each host's agent checks its own servers: the launcher
+        may not reach the data network (compute nodes behind a login node); a server that
+        cannot bind its port exits, and that is seen as its failure."""
+        plan = self._require_plan()
+        for spec in plan.servers:
             self._start(spec)
         self._set_state(JobState.STARTING)
-        pool = ServerPool(read_ip_config(self.local_ip_config), self.cluster.servers_per_host,
-                          self.token, self.cluster.timeout, client_name="dglctl-launch",
-                          keeps_server=False, encrypt=self.cluster.encrypt)
+        ports = [sorted(s.port for s in plan.servers if s.host == hp.index and s.port)
+                 for hp in plan.hosts]
         wait = max(60.0, self.cluster.timeout * 6)
         deadline = time.monotonic() + wait
-        try:
-            while True:
-                self._check_processes()  # a server that died while loading fails fast
-                try:
-                    pool.connect(connect_timeout=2.0)
-                    break
-                except HandshakeError as e:
-                    # Refused (another job on the port, a token or encryption mismatch):
-                    # waiting longer will not help.
-                    raise JobFailed(f"servers refused the launcher: {e.message}",
-                                    hint=e.hint) from None
-                except DistError:
-                    if time.monotonic() > deadline:
-                        raise JobFailed(f"servers did not all answer within {wait:.0f}s; "
-                                        f"see 'dglctl logs {self.job_id}'") from None
-                self._pump_logs()
-        finally:
-            pool.close()
+        while True:
+            self._check_processes()  # a server that died while loading fails fast
+            up = fan_out(self.clients, lambda i, c: c.listening(plan.hosts[i].data_address,
+                                                                ports[i]))
+            waiting = [f"{hp.name} ({', '.join(map(str, sorted(set(ports[i]) - up[i])))})"
+                       for i, hp in enumerate(plan.hosts) if set(ports[i]) - up[i]]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise JobFailed(f"servers did not all listen within {wait:.0f}s: still waiting "
+                                f"on {', '.join(waiting)}; see 'dglctl logs {self.job_id}'")
+            self._pump_logs()
+            time.sleep(0.1)
 
     def start_trainers(self) -> None:
         """Start trainers with the torch.distributed environment and the runtime contract."""

@@ -5,10 +5,12 @@ launcher's) reaches each through the bridge."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,17 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: {p.stderr.strip()}")
     return p
+
+
+@contextlib.contextmanager
+def unreachable_from_here(address: str) -> Iterator[None]:
+    """Within the block, this namespace (the launcher's) has no route to ``address`` (a
+    blackhole route); the namespaces still reach it over their bridge."""
+    _ip("route", "add", "blackhole", f"{address}/32")
+    try:
+        yield
+    finally:
+        _ip("route", "del", "blackhole", f"{address}/32", check=False)
 
 
 def netns_unavailable() -> str | None:

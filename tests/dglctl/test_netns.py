@@ -21,7 +21,7 @@ from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.netns import make_netns, netns_unavailable
+from tests.dglctl.netns import make_netns, netns_unavailable, unreachable_from_here
 from tests.dglctl.sshd import start_sshd
 
 pytestmark = pytest.mark.ssh
@@ -152,8 +152,14 @@ def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_p
 
 def test_a_host_known_only_by_the_clusters_names(machines, parts, home, tmp_path, capsys):
     """inner1 is a compute node behind the login node node0, by a name only the cluster
-    resolves (its HostName fails here): its data address is the one its SSH connection
-    arrives at, learnt at preflight; the job runs, and its ip_config names that address."""
+    resolves (its HostName fails here), at an address the launcher has no route to: its
+    data address is the one its SSH connection arrives at, learnt at preflight; the job runs
+    (the hosts' agents see their servers listen), and its ip_config names that address."""
+    with unreachable_from_here(machines[0][1][1]):
+        _run_behind_the_login_node(machines, parts, tmp_path, capsys)
+
+
+def _run_behind_the_login_node(machines, parts, tmp_path, capsys):
     import socket
 
     from dglctl.config import load_cluster_config
