@@ -1,8 +1,9 @@
 """The host agent: what dglctl runs on each host (``python -m dglctl.agent CMD``), local or SSH.
 
 Every launcher action on a host is one short agent call that prints JSON: preflight checks,
-file checksums, starting a process detached in its own session, probing the job's processes,
-stopping them, reading new log lines. One code path serves the local transport and SSH.
+file checksums (``agent_files``), starting a process detached in its own session, probing the
+job's processes, stopping them, reading new log lines. One code path serves the local
+transport and SSH.
 
 Each started process runs under a small wrapper (``agent wrap``) that leads its own process
 group, records the child's pid, and writes the child's exit status when it ends, so the
@@ -29,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agent_args import COPY_TEMP_PREFIX, SSH_ARRIVAL
+from .agent_args import SSH_ARRIVAL
+from .agent_files import cmd_checksums, cmd_prune  # noqa: F401 (run() dispatches by name)
 from .agent_logs import read_logs, tail_lines
 from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
 from .lease import age as lease_age
@@ -127,54 +129,6 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
             "disk_free": free, "workspace": str(ws),
             "workspace_writable": writable, "hostname": socket.gethostname(),
             "cpus": len(os.sched_getaffinity(0)), "interfaces": interfaces()}
-
-
-# --- files -------------------------------------------------------------------------------------
-def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
-    """Size and xxh3-128 of each listed file (relative to --root); null when missing."""
-    from partitioner.format import file_checksum
-
-    root = Path(os.path.expanduser(args.root))
-    out: dict[str, Any] = {}
-    for rel in json.loads(args.files):
-        p = root / rel
-        if not p.is_file():
-            out[rel] = None
-        elif args.sizes_only:
-            out[rel] = {"size": p.stat().st_size}
-        else:
-            out[rel] = {"size": p.stat().st_size, "xxh3_128": file_checksum(p)}
-    return out
-
-
-def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
-    """Remove the files under --root that --keep does not list, and the folders left empty
-    (a project's copy: files deleted there go here too). Links are removed, never followed;
-    copies in flight (COPY_TEMP_PREFIX folders: another host's, on a shared workspace) stay."""
-    root = Path(os.path.expanduser(args.root))
-    keep = set(json.loads(args.keep))
-    removed = []
-    if not root.is_dir() or root.is_symlink():
-        return {"removed": removed}
-    for folder, dirs, names in os.walk(root, topdown=False):
-        here = Path(folder)
-        if any(p.startswith(COPY_TEMP_PREFIX) for p in here.relative_to(root).parts):
-            continue
-        for name in names:
-            rel = (here / name).relative_to(root).as_posix()
-            if rel not in keep:
-                (here / name).unlink(missing_ok=True)
-                removed.append(rel)
-        for d in dirs:
-            if d.startswith(COPY_TEMP_PREFIX):
-                continue
-            path = here / d
-            with contextlib.suppress(OSError):  # not empty: something is kept below
-                if path.is_symlink():
-                    path.unlink()  # the link, never what it points to
-                else:
-                    path.rmdir()
-    return {"removed": sorted(removed)}
 
 
 # --- processes ---------------------------------------------------------------------------------

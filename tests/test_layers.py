@@ -64,7 +64,8 @@ LAYERS = (
 DGLCTL_LAYERS = (
     Group("base", 0, ("dglctl", "dglctl.errors", "dglctl.display", "dglctl.agent",
                      "dglctl.ssh_config", "dglctl.agent_args", "dglctl.agent_serve",
-                     "dglctl.agent_logs", "dglctl.proc_groups", "dglctl.lease", "dglctl.netif")),
+                     "dglctl.agent_logs", "dglctl.agent_files", "dglctl.proc_groups", "dglctl.lease",
+                     "dglctl.netif")),
     Group("config", 1, ("dglctl.config",)),
     Group("hosts", 2, ("dglctl.hosts.*",)),
     Group("jobs", 3, ("dglctl.jobs.*",)),
