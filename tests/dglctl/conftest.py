@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,19 @@ def parts(tmp_path_factory):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
+    """A private DGLCTL_HOME; afterwards every job recorded there that may still run is
+    stopped, so a test that fails between a detached launch and its own stop (a bad
+    assertion on the launch's output) leaves nothing running."""
     monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+    yield tmp_path / "home"
+    from dglctl.cli import main
+    from dglctl.jobs.manifest import list_jobs
+
+    for job in list_jobs():
+        # Only jobs that started processes through a real transport (not the fakes' records).
+        if job.state.active and job.procs and job.cluster.get("transport") in ("local", "ssh"):
+            with contextlib.suppress(Exception):  # best effort: the test's own asserts judge
+                main(["stop", job.job_id])
 
 
 @pytest.fixture
