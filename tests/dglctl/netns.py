@@ -9,6 +9,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,11 +30,20 @@ class Netns:
     addresses: list[str] = field(default_factory=list)
 
     def remove(self) -> None:
-        """Delete the namespaces, their veth pairs (a veth goes with its namespace) and the
-        bridge; what is left of each is ignored (it may never have been made)."""
+        """Kill what still runs in the namespaces, then delete them, their veth pairs and the
+        bridge; what is missing of each is ignored (it may never have been made).
+
+        The processes first: an sshd's session whose client went away after the bridge did
+        never hears of it, and would keep its namespace (and the veth) alive for good."""
         for name in self.names:
+            pids = _ip("netns", "pids", name, check=False).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
             _ip("netns", "del", name, check=False)
             shutil.rmtree(ETC_NETNS / name, ignore_errors=True)
+        for i in range(len(self.names)):
+            _ip("link", "del", f"dglv{self.tag}{i}", check=False)
         _ip("link", "del", f"dglbr{self.tag}", check=False)
 
 
