@@ -109,13 +109,14 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
         bind = words[2] if len(words) == 4 else ""
         if not bind:
             bind_error = "not reached over SSH (no SSH_CONNECTION): its address is not known"
-    with socket.socket() as s:
-        try:
-            if bind_error is None:
+    if bind_error is None:
+        with socket.socket() as s:
+            try:
                 s.bind((bind, 0))
-        except OSError as e:  # not an address of this host: no port of it is worth probing
-            bind_error = e.strerror or str(e)
-    for port in [int(p) for p in args.ports.split(",") if p and bind_error is None]:
+            except OSError as e:  # not an address of this host: no port of it is worth probing
+                bind_error = e.strerror or str(e)
+    ports = [int(p) for p in args.ports.split(",") if p] if bind_error is None else []
+    for port in ports:
         with socket.socket() as s:
             # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
