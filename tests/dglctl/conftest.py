@@ -58,19 +58,21 @@ def local_cluster(tmp_path):
     return path
 
 
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` started with ({} once it has ended)."""
+    try:
+        raw = (Path("/proc") / str(pid) / "environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(v.decode(errors="replace").split("=", 1) for v in raw.split(b"\0") if b"=" in v)
+
+
 def leftovers(job_id: str) -> tuple[list, list]:
     """Processes of the job (by their environment), and its files on this host: shared
     memory and the trainers' sampler socket folders."""
     from runtime.store.shm import sampler_dirs
 
     shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*")) + sampler_dirs(job_id)
-    procs = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                env = (p / "environ").read_bytes()
-            except OSError:
-                continue
-            if f"DGLCTL_JOB_ID={job_id}".encode() in env:
-                procs.append(int(p.name))
+    procs = [int(p.name) for p in Path("/proc").iterdir()
+             if p.name.isdigit() and environ_of(int(p.name)).get("DGLCTL_JOB_ID") == job_id]
     return procs, shm

@@ -20,7 +20,7 @@ from dglctl.cli import main
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
 from tests.dglctl.netns import make_netns, netns_unavailable, unreachable_from_here
 from tests.dglctl.sshd import start_sshd
 
@@ -88,8 +88,8 @@ def test_the_example_trains_across_namespaced_hosts(machines, graph_parts, home,
                  "--dry-run", "--json", str(REPO / "examples" / "train_dist.py")]) == 0
     plan = json.loads(capsys.readouterr().out)
     # The aliases' HostNames are the addresses the servers are told to bind and advertise.
-    ip_config = plan["ip_config"] if "ip_config" in plan else None
-    assert [h["data_address"] for h in plan["hosts"]] == [a for _, a, _ in hosts], ip_config
+    assert [h["data_address"] for h in plan["hosts"]] == [a for _, a, _ in hosts]
+    assert [a for a, _ in plan["ip_config"]] == [a for _, a, _ in hosts]
     code = main(["launch", "--cluster", str(cluster), "--part-config", str(graph_parts),
                  str(REPO / "examples" / "train_dist.py"), "--graph-name", "g",
                  "--num-epochs", "2", "--batch-size", "200", "--fan-out", "5,10",
@@ -105,14 +105,6 @@ def _namespace_of(pid: int) -> int | None:
         return os.stat(f"/proc/{pid}/ns/net").st_ino
     except OSError:
         return None
-
-
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(v.decode().split("=", 1) for v in raw.split(b"\0") if b"=" in v)
 
 
 def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_path, capsys):
@@ -140,8 +132,8 @@ def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_p
         assert set(seen) == {"node0", "node1"}, seen
         assert seen["node0"] == seen["node1"] >= 4, seen
         # DDP's gloo is told each host's bridge interface, not the hostname's 127.0.x.x.
-        ifnames = {_environ(pid).get("GLOO_SOCKET_IFNAME") for pid in leftovers(job)[0]
-                   if _environ(pid).get("DGLCTL_ROLE") == "trainer"}
+        envs = [environ_of(pid) for pid in leftovers(job)[0]]
+        ifnames = {e.get("GLOO_SOCKET_IFNAME") for e in envs if e.get("DGLCTL_ROLE") == "trainer"}
         assert ifnames == {"eth0"}, ifnames
     finally:
         stopped = main(["stop", job])

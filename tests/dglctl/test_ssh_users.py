@@ -28,7 +28,7 @@ from dglctl.config import load_cluster_config
 from dglctl.hosts.transport import SCP_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
 from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
 from tests.dglctl.sshd import ADDRESSES, reach, start_sshd
 
 pytestmark = pytest.mark.ssh
@@ -127,14 +127,7 @@ def test_each_host_runs_as_its_own_user(users, parts, home, tmp_path, capsys):
 
 def _runs_as(job: str) -> set[str]:
     """The login names (sshd's USER) the job's processes run under."""
-    users = set()
-    for pid in leftovers(job)[0]:
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:  # it ended meanwhile
-            continue
-        users |= {v[5:].decode() for v in env if v.startswith(b"USER=")}
-    return users
+    return {u for pid in leftovers(job)[0] if (u := environ_of(pid).get("USER"))}
 
 
 def test_stop_ends_every_users_processes(users, parts, home, tmp_path, capsys):
