@@ -8,6 +8,7 @@ a test asserts the project has none, and a synthetic case shows that the check c
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,9 @@ LOCAL_IMPORTS_ALLOWED = {
 TRAINER_ONLY_TORCH = {"runtime.env.torch_rank_world"}
 
 SERVER_ROOTS = "runtime.server.*"
-MAX_LINES = 420
+# A module holds one concept, whatever its length (torch elastic's agent/server/api.py is ~960
+# lines): far above this a module is reported as a warning, never a failure.
+MAX_LINES = 900
 ENV_MODULE = "runtime.env"
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
@@ -268,7 +271,7 @@ def check_package_inits(modules: dict[str, Module]) -> list[str]:
 
 
 def check_module_sizes(modules: dict[str, Module], limit: int = MAX_LINES) -> list[str]:
-    return [f"{m.path}: {m.num_lines} lines (at most {limit}); split it by job"
+    return [f"{m.path}: {m.num_lines} lines (over {limit}): does it still hold one concept?"
             for m in sorted(modules.values(), key=lambda m: m.path) if m.num_lines > limit]
 
 
@@ -384,8 +387,11 @@ def test_every_package_folder_has_a_documented_init(project):
     _assert_none(check_package_inits(project), "package folders without a documented __init__.py")
 
 
-def test_no_module_is_too_long(project):
-    _assert_none(check_module_sizes(project), f"modules over {MAX_LINES} lines")
+def test_long_modules_are_reported(project):
+    """A warning, not a failure: modules are split where their concepts part, never to meet a
+    line count."""
+    for found in check_module_sizes(project):
+        warnings.warn(found, stacklevel=1)
 
 
 def test_only_env_reads_the_environment(project):

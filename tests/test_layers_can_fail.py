@@ -127,14 +127,14 @@ def test_facade_exports_must_exist():
 
 def test_local_imports_sizes_inits_and_environ_are_reported():
     mods = synthetic(dist_graph="import os\ndef f():\n    from . import env\n"
-                                "    return os.getenv('A')\n" + "\n" * 420,
+                                "    return os.getenv('A')\n" + "\n" * 900,
                      loader__init="")
     assert check_local_imports(mods) == [
         "runtime/dist_graph.py:3: `from . import env` (in f): function-local import of "
         "runtime.env; import it at the top of runtime/dist_graph.py (or add it to "
         "LOCAL_IMPORTS_ALLOWED with the reason)"]
     assert check_module_sizes(mods) == [
-        "runtime/dist_graph.py: 424 lines (at most 420); split it by job"]
+        "runtime/dist_graph.py: 904 lines (over 900): does it still hold one concept?"]
     assert check_package_inits(mods) == [
         "runtime/loader/__init__.py: no docstring (one line on what the package holds)"]
     assert check_environ(mods) == [
