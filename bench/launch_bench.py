@@ -412,7 +412,8 @@ def measure_launch(cluster_file: Path, part_config: Path, work: Path, *, hosts: 
 
 
 def copy_throughput(cluster_file: Path, sshd, work: Path, size_mb: int, repeat: int) -> dict:
-    """The launcher's SFTP copy vs plain scp of the same file to the same host, alternating."""
+    """The launcher's copy (a big file: piped through the system ssh, read once) vs plain scp
+    of the same file to the same host, alternating."""
     from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import SSHTransport
     from tests.dglctl.sshd import ADDRESSES

@@ -1,7 +1,7 @@
 """How OpenSSH itself would reach a host: ``ssh -G`` resolves ``~/.ssh/config`` (Host and
 Match blocks, Include, HostName, User, Port, IdentityFile, ProxyJump, known-hosts files)
-exactly as ``ssh`` does, so every connection dglctl makes (commands, SFTP, scp) logs in as
-the user's own ``ssh HOST`` would. Without an ``ssh`` binary, paramiko's SSHConfig parser
+exactly as ``ssh`` does, so every connection dglctl makes (commands, SFTP, the system ssh
+for big copies) logs in as the user's own ``ssh HOST`` would. Without an ``ssh`` binary, paramiko's SSHConfig parser
 reads the file (it knows no Include or Match exec).
 
 What the cluster YAML says explicitly (``ssh.user``, ``port``, ``key``, ``known_hosts``) wins

@@ -15,7 +15,6 @@ import os
 import secrets
 import select
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -27,11 +26,13 @@ from ..agent_args import COPY_TEMP_PREFIX
 from ..config import ClusterConfig, Host
 from ..display import human_bytes
 from ..errors import CopyFailed, RemoteCommandFailed
-from ..ssh_config import DEFAULT_CONFIG, ResolvedSSH, resolve_ssh
+from ..ssh_config import ResolvedSSH, resolve_ssh
+from .openssh import pipe_file
+from .sent import HashedRead, Sent
 from .ssh_connect import connect_chain
 
 AGENT = ["-m", "dglctl.agent"]
-SCP_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting scp
+OPENSSH_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting ssh
 
 
 def remote_line(argv: list[str]) -> str:
@@ -85,8 +86,9 @@ class Transport:
         """Run ``argv`` on the host; ``(exit code, stdout, stderr)``."""
         raise NotImplementedError
 
-    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
-        """Write ``data`` (or the local file ``source``) to ``path`` on the host, atomically."""
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
+        """Write ``data`` (or the local file ``source``, read once) to ``path`` on the host,
+        atomically; what was sent (a file that grows meanwhile is sent as it was read)."""
         raise NotImplementedError
 
     def python(self) -> str:
@@ -128,19 +130,20 @@ class Transport:
         """The host's path of ``rel`` inside its workspace."""
         return join_path(self.workspace, rel)
 
-    def put(self, source: Path, rel: str, mode: int = 0o644) -> None:
-        """Copy a local file into the workspace atomically (temp name, then rename)."""
-        self._write(self.path(rel), None, source, mode)
+    def put(self, source: Path, rel: str, mode: int = 0o644) -> Sent:
+        """Copy a local file into the workspace atomically (temp name, then rename); the
+        size and checksum of the bytes sent, which the host's copy must match."""
+        return self._write(self.path(rel), None, source, mode)
 
-    def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> None:
+    def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> Sent:
         """Write ``data`` to ``rel`` in the workspace atomically."""
-        self._write(self.path(rel), data, None, mode)
+        return self._write(self.path(rel), data, None, mode)
 
-    def _write(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+    def _write(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
         """``write_file``, with a failure on the host (a full disk, a quota) as CopyFailed
         naming the host, the file and the size; the transports leave no temp file behind."""
         try:
-            self.write_file(path, data, source, mode)
+            return self.write_file(path, data, source, mode)
         except (OSError, RemoteCommandFailed) as e:
             if isinstance(e, FileNotFoundError) and source is not None and not source.exists():
                 raise  # the local file is missing: not the host's fault
@@ -196,7 +199,7 @@ class LocalTransport(Transport):
 
         return Stream(send, recv, close)
 
-    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
         dest = Path(path)
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
@@ -211,11 +214,15 @@ class LocalTransport(Transport):
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), mode)
                 if source is not None:
-                    with open(source, "rb") as src:
-                        shutil.copyfileobj(src, f, 1 << 20)
+                    read = HashedRead(source)
+                    for chunk in read.chunks():
+                        f.write(chunk)
+                    sent = read.sent()
                 else:
                     f.write(data or b"")
+                    sent = Sent.of(data or b"")
             os.replace(tmp, dest)
+            return sent
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -294,7 +301,7 @@ class SSHTransport(Transport):
 
         return Stream(chan.sendall, recv, chan.close)
 
-    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
         if self._sftp is None:
             self._sftp = self._connect().open_sftp()
         sftp = self._sftp
@@ -306,25 +313,28 @@ class SSHTransport(Transport):
         self._mkdirs(parent)
         # The temporary file lives in a new folder that only its owner can enter, so nobody
         # opens it under the server's default mode (0644) and reads what follows: the file
-        # gets ``mode`` before its first byte (SFTP) or before it leaves the folder (scp).
+        # gets ``mode`` before its first byte (SFTP) or before it leaves the folder (ssh).
         private = self._private_dir(parent)
         tmp = f"{private}/{name}"
         try:
-            size = source.stat().st_size if source is not None else len(data or b"")
-            if size >= SCP_MIN_BYTES and source is not None and self._scp(source, tmp):
+            sent = None
+            if source is not None and source.stat().st_size >= OPENSSH_MIN_BYTES:
+                sent = pipe_file(self.host, self.resolved(), source, tmp)
+            if sent is not None:
                 sftp.chmod(tmp, mode)
             else:
                 with sftp.open(tmp, "wb") as f:
                     f.chmod(mode)
                     f.set_pipelined(True)
-                    self._send(f, data, source)
+                    sent = self._send(f, data, source)
             # Pipelined SFTP writes do not report a full disk: the file just ends short
             # (seen on OpenSSH 9 with a full tmpfs). The size tells, before the rename.
             arrived = sftp.stat(tmp).st_size
-            if arrived != size:
-                raise OSError(errno.ENOSPC, f"only {arrived} of {size} bytes arrived (is the "
-                                            "disk full?)", path)
+            if arrived != sent.size:
+                raise OSError(errno.ENOSPC, f"only {arrived} of {sent.size} bytes arrived (is "
+                                            "the disk full?)", path)
             sftp.posix_rename(tmp, path)
+            return sent
         except BaseException:
             with contextlib.suppress(OSError):
                 sftp.remove(tmp)
@@ -342,46 +352,15 @@ class SSHTransport(Transport):
         return folder
 
     @staticmethod
-    def _send(f: Any, data: bytes | None, source: Path | None) -> None:
-        """Write ``data`` or the local file ``source`` to the open SFTP file ``f``."""
+    def _send(f: Any, data: bytes | None, source: Path | None) -> Sent:
+        """Write ``data`` or the local file ``source`` (read once) to the open SFTP file."""
         if source is None:
             f.write(data or b"")
-            return
-        with open(source, "rb") as src:
-            while chunk := src.read(1 << 20):
-                f.write(chunk)
-
-    def _scp(self, source: Path, dest: str) -> bool:
-        """Copy one big file with the system scp (OpenSSH's C crypto: ~1.4x paramiko's SFTP
-        here), authenticated exactly as the paramiko connection is. False if scp is missing."""
-        scp = shutil.which("scp")
-        if scp is None:
-            return False
-        ssh, r = self.host.ssh, self.resolved()
-        known = " ".join(r.known_hosts) if ssh.strict_host_keys else "/dev/null"
-        # The same resolution as the paramiko connection: the config file for what only ssh
-        # reads (certificates, ciphers), and explicit options for who logs in where.
-        config = os.path.expanduser(ssh.config or DEFAULT_CONFIG)
-        argv = [scp, "-q", "-B", "-F", config if os.path.exists(config) else "/dev/null",
-                "-P", str(r.port),
-                "-o", f"ConnectTimeout={int(ssh.connect_timeout)}",
-                "-o", f"StrictHostKeyChecking={'yes' if ssh.strict_host_keys else 'no'}",
-                "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null"]
-        for k in r.identity_files:
-            argv += ["-i", k]
-        if ssh.key:
-            argv += ["-o", "IdentitiesOnly=yes"]
-        if r.proxy_jump:
-            argv += ["-J", ",".join(r.proxy_jump)]
-        target = (f"{r.user + '@' if r.user else ''}"
-                  f"{f'[{r.hostname}]' if ':' in r.hostname else r.hostname}")
-        # "--": a source named "-o..." (a relative path) is a file name, not an option.
-        p = subprocess.run([*argv, "--", str(source), f"{target}:{dest}"], capture_output=True,
-                           text=True, stdin=subprocess.DEVNULL)
-        if p.returncode != 0:
-            raise RemoteCommandFailed(f"host {self.host.name}: scp of {source.name} failed: "
-                                      f"{p.stderr.strip()[-300:]}")
-        return True
+            return Sent.of(data or b"")
+        read = HashedRead(source)
+        for chunk in read.chunks():
+            f.write(chunk)
+        return read.sent()
 
     def _mkdirs(self, folder: str) -> None:
         sftp = self._sftp

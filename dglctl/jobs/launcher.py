@@ -31,14 +31,20 @@ from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home
 from .observe import LogStream, failure_report, probe_job
 from .plan import JobPlan, LaunchOptions, ProcSpec, plan_job, select_hosts
 from .preflight import ask_hosts, bytes_to_copy, judge, learn_addresses, preflight_ports
-from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in
+from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_output
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
-from .sync import sync_files
+from .sync import SyncResult, sync_files
 
 __all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
 
 STEPS = 5
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``names``, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 class _Signalled(BaseException):
@@ -88,9 +94,12 @@ class Launcher:
         self.hosts = select_hosts(cluster, self.part_cfg["num_parts"], self.part_cfg["_path"])
         # A script beside its data (or, on the local cluster, beside the hosts' workspaces)
         # must not ship the partition, the workspaces or the job records as its project.
+        # Nor the job's shared-memory folder, nor the launcher's own output (``> run.log``).
+        shm = cluster.env.get("DGLCTL_SHM_DIR")
         self.project = collect_project(opts.project_root, exclude=[
             Path(self.part_cfg["_dir"]), dglctl_home(),
-            *(Path(os.path.expanduser(h.workspace)) for h in cluster.hosts)])
+            *(Path(os.path.expanduser(h.workspace)) for h in cluster.hosts),
+            *([Path(os.path.expanduser(shm))] if shm else [])], exclude_files=own_output())
         self.script_rel = entry_in(self.project, opts)
         if self.project.bytes > WARN_BYTES:
             display.info(f"warning: the project {self.project.root} is "
@@ -228,26 +237,38 @@ class Launcher:
         finally:
             self._progress.finish()
         dt = max(time.perf_counter() - t0, 1e-6)
-        for h, (n, sent) in zip(self.hosts, stats, strict=True):
-            note = (f"{n} file(s), {sent / 1e6:.1f} MB, {sent / 1e6 / dt:.0f} MB/s" if n
-                    else "up to date")
+        for h, r in zip(self.hosts, stats, strict=True):
+            note = (f"{r.files} file(s), {r.bytes / 1e6:.1f} MB, {r.bytes / 1e6 / dt:.0f} MB/s"
+                    if r.files else "up to date")
             self.display.info(f"      {h.name}: {note}")
+        changed = sorted({rel for r in stats for rel in r.changed})
+        vanished = sorted({rel for r in stats for rel in r.vanished})
+        if changed or vanished:
+            said = ([f"changed while copied, sent as read: {_some(changed)}"] if changed
+                    else []) + ([f"deleted while copied, left out: {_some(vanished)}"]
+                                if vanished else [])
+            self.display.info(f"warning: project files {'; '.join(said)}")
 
-    def _copy_host(self, i: int, client: AgentClient) -> tuple[int, int]:
+    def _copy_host(self, i: int, client: AgentClient) -> SyncResult:
         plan = self._require_plan()
         hp, t = plan.hosts[i], client.transport
         files = self.part_cfg["files"]
         data_rel = f"data/{plan.graph_name}"
-        n, sent = sync_files(client, Path(self.part_cfg["_dir"]), data_rel, hp.files,
-                             {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files},
-                             self._progress)
+        shards = sync_files(client, Path(self.part_cfg["_dir"]), data_rel, hp.files,
+                            {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files},
+                            self._progress)
         p = self.project
-        pn, psent = sync_files(client, p.root, p.host_dir, [f.rel for f in p.files],
-                               {f.rel: (f.size, f.xxh3_128) for f in p.files}, self._progress)
-        client.prune(t.path(p.host_dir), [f.rel for f in p.files])  # deleted here: there too
+        # The project is the user's live folder: what changes meanwhile is sent as read.
+        project = sync_files(client, p.root, p.host_dir, [f.rel for f in p.files],
+                             {f.rel: (f.size, f.xxh3_128) for f in p.files}, self._progress,
+                             strict=False)
+        gone = set(project.vanished)  # deleted here: there too
+        client.prune(t.path(p.host_dir), [f.rel for f in p.files if f.rel not in gone])
         t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
-        return n + pn, sent + psent
+        project.files += shards.files
+        project.bytes += shards.bytes
+        return project
 
     def _require_plan(self) -> JobPlan:
         if self.plan is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,12 +69,29 @@ def _spec(root: Path):
         raise ConfigError(f"{ignore}: {e}") from None
 
 
-def collect_project(root: Path, exclude: Iterable[Path] = ()) -> Project:
+def own_output() -> set[tuple[int, int]]:
+    """(device, inode) of this process's stdout and stderr where they are regular files
+    (``dglctl launch ... > run.log``): the launcher never ships the log it is writing."""
+    out = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return out
+
+
+def collect_project(root: Path, exclude: Iterable[Path] = (),
+                    exclude_files: Iterable[tuple[int, int]] = ()) -> Project:
     """The project under ``root``: every file not ignored, with sizes and checksums. A link
     to a file ships as the file it points to (as the script would read it here); linked
     folders are not followed (a link to / would ship the machine). Folders in ``exclude``
-    (the partition, the hosts' workspaces, the job records: shipped otherwise or not at all)
-    are left out wherever they lie inside it."""
+    (the partition, the hosts' workspaces, the job records, the shared-memory folder: shipped
+    otherwise or not at all) are left out wherever they lie inside it, and so are the files
+    whose (device, inode) is in ``exclude_files`` (the launcher's own output, see
+    ``own_output``). A file deleted while it is listed is left out."""
     from partitioner.format import file_checksum
 
     root = root.resolve()
@@ -81,6 +99,7 @@ def collect_project(root: Path, exclude: Iterable[Path] = ()) -> Project:
         raise ConfigError(f"--workdir {root}: no such folder")
     spec = _spec(root)
     skip = {p.resolve() for p in exclude}
+    skip_files = set(exclude_files)
     files = []
     for folder, dirs, names in os.walk(root):
         here = Path(folder)
@@ -91,9 +110,15 @@ def collect_project(root: Path, exclude: Iterable[Path] = ()) -> Project:
         for name in sorted(names):
             rel = prefix + name
             path = here / name
-            if spec.match_file(rel) or not path.is_file():
+            if spec.match_file(rel):
                 continue
-            files.append(ProjectFile(rel, path.stat().st_size, file_checksum(path)))
+            try:
+                st = path.stat()
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in skip_files:
+                    continue
+                files.append(ProjectFile(rel, st.st_size, file_checksum(path)))
+            except FileNotFoundError:
+                continue  # deleted meanwhile (a temporary file of a running program)
     return Project(root, tuple(files))
 
 

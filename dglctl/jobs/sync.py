@@ -1,23 +1,45 @@
 """Copying a set of files to a host so that it ends up with exactly the given content: files
 whose size and xxh3-128 already match are skipped, the others are copied (each atomically)
-and then verified by checksum on the host. The shards and the project both go this way."""
+and then verified on the host against the checksum of the bytes that were sent. The shards
+and the project both go this way.
+
+A file may change on this machine between listing and copying (the launcher's log, a
+checkpoint another job writes, a download): it is sent as it was read. For the shards that is
+an error (the partition is being rewritten under the launch); for the project it is reported
+(``SyncResult.changed``, ``SyncResult.vanished``) and the launch goes on.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..display import Progress
 from ..errors import IntegrityError
 from ..hosts.agent_client import AgentClient
+from ..hosts.sent import Sent
+
+
+@dataclass
+class SyncResult:
+    """What one ``sync_files`` did: files and bytes sent, and the files that were not as
+    listed when they were read (sent as read) or had gone (left out)."""
+
+    files: int = 0
+    bytes: int = 0
+    changed: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
 
 
 def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Sequence[str],
                expected: Mapping[str, tuple[int, str]],
-               progress: Progress | None = None) -> tuple[int, int]:
+               progress: Progress | None = None, *, strict: bool = True) -> SyncResult:
     """Make ``remote_rel`` (in the host's workspace) hold ``rels`` as ``expected`` says
-    (``rel -> (size, xxh3_128)``), copying from ``local_root``; ``(files sent, bytes sent)``.
-    ``progress`` hears of the bytes to send and of each file sent."""
+    (``rel -> (size, xxh3_128)``), copying from ``local_root``. ``progress`` hears of the
+    bytes to send and of each file sent. ``strict``: a file that is no longer as expected
+    when it is read is an error; else it is sent as read (or left out if deleted) and named
+    in the result."""
     t = client.transport
     root = t.path(remote_rel)
     have = client.checksums(root, list(rels), sizes_only=True, timeout=60)
@@ -27,21 +49,39 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
     if kept:
         sums = client.checksums(root, kept)
         todo += [r for r in kept if sums[r] is None or sums[r].xxh3_128 != expected[r][1]]
-    sent = 0
+    result = SyncResult()
     if progress is not None:
         progress.add_total(sum(expected[r][0] for r in todo))
+    sent: dict[str, Sent] = {}
     for rel in todo:
-        t.put(local_root / rel, f"{remote_rel}/{rel}")
-        sent += expected[rel][0]
+        try:
+            sent[rel] = t.put(local_root / rel, f"{remote_rel}/{rel}")
+        except FileNotFoundError:
+            if strict:
+                raise IntegrityError(f"{local_root / rel}: deleted while the launch copied it",
+                                     hint="something is rewriting the partition; let it "
+                                          "finish, then launch again") from None
+            result.vanished.append(rel)
+            continue
+        if (sent[rel].size, sent[rel].xxh3_128) != tuple(expected[rel]):
+            if strict:
+                raise IntegrityError(
+                    f"{local_root / rel}: changed while the launch copied it (its checksum "
+                    "is no longer the one its config records)",
+                    hint="something is rewriting the partition; let it finish (or "
+                         "re-partition), then launch again")
+            result.changed.append(rel)
+        result.files += 1
+        result.bytes += sent[rel].size
         if progress is not None:
             progress.advance(expected[rel][0])
-    if todo:
-        sums = client.checksums(root, todo)
-        bad = [r for r in todo if sums[r] is None or sums[r].xxh3_128 != expected[r][1]]
+    if sent:
+        sums = client.checksums(root, list(sent))
+        bad = [r for r, s in sent.items() if sums[r] is None or sums[r].xxh3_128 != s.xxh3_128]
         if bad:
             raise IntegrityError(
                 f"host {client.host.name}: {len(bad)} copied file(s) fail their checksum, e.g. "
                 f"{bad[0]}",
                 hint="the copy was damaged on the way or on the host's disk; launch again "
                      "to copy them again, and check the host's disk if it repeats")
-    return len(todo), sent
+    return result

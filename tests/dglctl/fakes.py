@@ -17,6 +17,7 @@ import xxhash
 from dglctl import __version__
 from dglctl.config import ClusterConfig, Host
 from dglctl.errors import RemoteCommandFailed
+from dglctl.hosts.sent import Sent
 from dglctl.hosts.transport import Stream
 
 Answer = Any  # a JSON-able value, an exception, or a function of the options -> either
@@ -79,9 +80,10 @@ class FakeTransport:
                 return 1, "", e.message
         return 0, "", ""
 
-    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> None:
+    def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
         self.calls.append(("write_file", path, mode))
         self.files[path] = source.read_bytes() if source is not None else (data or b"")
+        return Sent.of(self.files[path])
 
     def python(self) -> str:
         return "/fake/bin/python3"
@@ -122,11 +124,11 @@ class FakeTransport:
     def path(self, rel: str) -> str:
         return f"{self.workspace.rstrip('/')}/{rel}"
 
-    def put(self, source: Path, rel: str, mode: int = 0o644) -> None:
-        self.write_file(self.path(rel), None, source, mode)
+    def put(self, source: Path, rel: str, mode: int = 0o644) -> Sent:
+        return self.write_file(self.path(rel), None, source, mode)
 
-    def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> None:
-        self.write_file(self.path(rel), data, None, mode)
+    def put_bytes(self, data: bytes, rel: str, mode: int = 0o644) -> Sent:
+        return self.write_file(self.path(rel), data, None, mode)
 
     # canned agent ---------------------------------------------------------------------------------
     def _answer(self, cmd: str, rest: list[str] | tuple[str, ...]) -> Any:

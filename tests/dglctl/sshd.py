@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
+from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
 from tests.conftest import TIMEOUT
 
 SSHD = "/usr/sbin/sshd"
@@ -111,11 +111,11 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None, home_keys: bool 
 
 def reach(c, i: int, tmp_path, during=None) -> None:
     """Host ``i`` of cluster ``c`` as the launcher uses it: an agent command (paramiko), then
-    a file big enough for the system scp, as ``big.bin`` in its workspace; ``during(t)``
+    a file big enough for the system ssh, as ``big.bin`` in its workspace; ``during(t)``
     inspects the open transport. The transport is closed after, whatever happens."""
     t = SSHTransport(c.hosts[i], c)
     big = tmp_path / "big.bin"
-    big.write_bytes(b"b" * SCP_MIN_BYTES)
+    big.write_bytes(b"b" * OPENSSH_MIN_BYTES)
     try:
         assert t.agent("preflight", "--workspace", str(tmp_path / "ws"))["workspace_writable"]
         if during is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from dglctl.cli import main
 from dglctl.config import cluster_from_ip_config, load_cluster_config, parse_cluster_config
 from dglctl.errors import ConfigError
+from dglctl.hosts.transport import SSHTransport
 from tests.dglctl.conftest import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -181,23 +181,41 @@ def test_a_name_that_does_not_resolve_here(tmp_path):
 
 
 @pytest.mark.unit
-def test_scp_ends_its_options_before_the_file_names(monkeypatch, tmp_path):
-    """A source named ``-o...`` (a relative --part-config) is a file name, not an option."""
-    from dglctl.hosts import transport
+def test_big_copies_keep_the_file_name_off_the_command_line(monkeypatch, tmp_path):
+    """A source named ``-o...`` (a relative --part-config) never reaches ssh's command line
+    (this process reads it and pipes it); the host ends the options; the destination is
+    quoted for the remote shell."""
+    import io
+
+    from dglctl.hosts import openssh
 
     cluster = parse_cluster_config(_cluster(ssh={"user": "u", "key": "/k"}), "c.yaml")
-    t = transport.SSHTransport(cluster.hosts[1], cluster)
-    calls = []
+    t = SSHTransport(cluster.hosts[1], cluster)
+    calls, piped = [], io.BytesIO()
 
-    def fake_run(argv, **kwargs):
-        calls.append(list(argv))
-        return subprocess.CompletedProcess(argv, 0, "", "")
+    class FakePopen:
+        def __init__(self, argv, **kwargs):
+            calls.append(list(argv))
+            self.stdin = piped
+            piped.close = lambda: None
 
-    monkeypatch.setattr(transport.shutil, "which", lambda name: "/usr/bin/scp")
-    monkeypatch.setattr(transport.subprocess, "run", fake_run)
-    assert t._scp(Path("-oProxyCommand=x"), "/ws/.big.tmp1")
+        def wait(self):
+            return 0
+
+        def poll(self):
+            return 0
+
+    resolved = t.resolved()  # ssh -G runs before Popen is replaced
+    monkeypatch.setattr(openssh.shutil, "which", lambda name: "/usr/bin/ssh")
+    monkeypatch.setattr(openssh.subprocess, "Popen", FakePopen)
+    monkeypatch.chdir(tmp_path)
+    Path("-oProxyCommand=x").write_bytes(b"payload")
+    sent = openssh.pipe_file(t.host, resolved, Path("-oProxyCommand=x"), "/ws/a b/.big")
     argv = calls[-1]
-    assert argv[-3:] == ["--", "-oProxyCommand=x", "u@10.0.0.2:/ws/.big.tmp1"], argv
+    assert not any("ProxyCommand" in a for a in argv), argv
+    assert argv[-3:] == ["--", "10.0.0.2", "cat > '/ws/a b/.big'"], argv
+    assert argv[argv.index("-l") + 1] == "u" and argv[argv.index("-i") + 1] == "/k"
+    assert piped.getvalue() == b"payload" and sent.size == 7
 
 
 def _plant(kind: str, tmp: Path, outside: Path) -> None:

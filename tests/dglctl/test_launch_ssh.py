@@ -161,16 +161,16 @@ def test_remote_line_expands_only_a_leading_tilde():
     assert remote_line(["~user/python"]) == "'~user/python'"
 
 
-def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
+def test_big_files_copy_through_ssh_atomically(sshd, tmp_path):
     import os
 
     from dglctl.config import load_cluster_config
-    from dglctl.hosts.transport import SCP_MIN_BYTES, SSHTransport
+    from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
 
     cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
     t = SSHTransport(cluster.hosts[1], cluster)
     t.workspace = str(tmp_path / "ws")
-    data = os.urandom(SCP_MIN_BYTES + 12345)
+    data = os.urandom(OPENSSH_MIN_BYTES + 12345)
     src = tmp_path / "big.bin"
     src.write_bytes(data)
     t.put(src, "deep/er/big.bin")
@@ -181,19 +181,59 @@ def test_big_files_copy_with_scp_atomically(sshd, tmp_path):
     assert not list((tmp_path / "ws").rglob(".*tmp*")), "no temporary files left"
 
 
+@pytest.mark.parametrize("size", ["small", "big"])
+def test_a_file_that_grows_while_copied_arrives_as_it_was_read(sshd, tmp_path, size):
+    """Over SFTP (small) and through the system ssh (big), a file appended to during the copy
+    arrives as a whole prefix of itself, and ``put`` returns the size and checksum of exactly
+    those bytes (what the launcher then verifies on the host)."""
+    import threading
+    import time
+
+    import xxhash
+
+    from dglctl.config import load_cluster_config
+    from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
+
+    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    t = SSHTransport(cluster.hosts[1], cluster)
+    t.workspace = str(tmp_path / "ws")
+    src = tmp_path / "grows.bin"
+    src.write_bytes(b"s" * (OPENSSH_MIN_BYTES if size == "big" else 1000))
+    stop = threading.Event()
+
+    def append() -> None:
+        while not stop.is_set():
+            with open(src, "ab") as f:
+                f.write(b"x" * 4096)
+            time.sleep(0.001)  # a log's pace: the copy reaches the end it has at that moment
+
+    writer = threading.Thread(target=append, daemon=True)
+    writer.start()
+    try:
+        sent = t.put(src, "grows.bin")
+    finally:
+        stop.set()
+        writer.join()
+        t.close()
+    arrived = (tmp_path / "ws" / "grows.bin").read_bytes()
+    assert src.read_bytes().startswith(arrived)
+    assert sent.size == len(arrived) and sent.xxh3_128 == xxhash.xxh3_128_hexdigest(arrived)
+
+
 def test_private_files_are_never_readable_while_written(sshd, tmp_path, monkeypatch):
     """A file written with a mode (the job token's env file: 0600) has that mode before its
-    first byte: over SFTP the temporary file is born with it; a big file goes by scp into a
-    folder only its owner can enter, and is renamed out once it has its mode. A source named
-    ``-...`` is a file name to scp, not an option."""
+    first byte: over SFTP the temporary file is born with it; a big file goes through the
+    system ssh into a folder only its owner can enter, and is renamed out once it has its
+    mode. A source named ``-...`` is read here, never named to ssh."""
     import os
+    import shlex
     import subprocess
     from pathlib import Path
 
     import paramiko
 
     from dglctl.config import load_cluster_config
-    from dglctl.hosts import transport
+    from dglctl.hosts import openssh, transport
 
     cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
     ws = tmp_path / "ws"
@@ -206,15 +246,16 @@ def test_private_files_are_never_readable_while_written(sshd, tmp_path, monkeypa
         modes.extend(p.stat().st_mode & 0o777 for p in ws.rglob("*") if p.is_file())
         return write(self, data)
 
-    folders: list[int] = []  # the mode of the folder scp writes into
-    run = subprocess.run
+    folders: list[int] = []  # the mode of the folder ssh writes into
+    popen = subprocess.Popen
 
-    def watched_run(argv, **kwargs):
-        folders.append(Path(argv[-1].split(":", 1)[1]).parent.stat().st_mode & 0o777)
-        return run(argv, **kwargs)
+    def watched_popen(argv, **kwargs):
+        dest = shlex.split(argv[-1])[-1]  # "cat > DEST"
+        folders.append(Path(dest).parent.stat().st_mode & 0o777)
+        return popen(argv, **kwargs)
 
     monkeypatch.setattr(paramiko.sftp_file.SFTPFile, "write", watched_write)
-    monkeypatch.setattr(transport.subprocess, "run", watched_run)
+    monkeypatch.setattr(openssh.subprocess, "Popen", watched_popen)
     t.put_bytes(b'{"DGLCTL_TOKEN": "f00d"}', "jobs/j/server-0-0.env.json", mode=0o600)
     assert modes and set(modes) == {0o600}, [oct(m) for m in modes]
     small = tmp_path / "small.json"
@@ -223,7 +264,7 @@ def test_private_files_are_never_readable_while_written(sshd, tmp_path, monkeypa
     t.put(small, "jobs/j/small.json", mode=0o600)
     assert modes and set(modes) == {0o600}, [oct(m) for m in modes]
     monkeypatch.chdir(tmp_path)
-    data = os.urandom(transport.SCP_MIN_BYTES + 1)
+    data = os.urandom(transport.OPENSSH_MIN_BYTES + 1)
     Path("-big.bin").write_bytes(data)
     t.put(Path("-big.bin"), "data/g/big.bin", mode=0o600)
     t.close()

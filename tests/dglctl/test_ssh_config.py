@@ -1,6 +1,6 @@
 """SSH the way people configure it: hosts named only by ~/.ssh/config aliases (each with its
 own port and key), a host behind a jump host, a host key only in a system-wide known-hosts
-file; commands, SFTP and scp all log in the same way. Two real OpenSSH servers on loopback."""
+file; commands, SFTP and the system ssh all log in the same way. Two real OpenSSH servers on loopback."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import yaml
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.errors import AuthFailed, ConfigError, UnknownHostKey
-from dglctl.hosts.transport import SCP_MIN_BYTES
+from dglctl.hosts.transport import OPENSSH_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
 from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
 from tests.conftest import TIMEOUT
@@ -73,9 +73,9 @@ def test_hosts_named_by_config_aliases_only(two_sshd, parts, home, tmp_path, cap
     assert code == 0, out.err
     assert out.out.count("] done") == 3
     assert leftovers(list_jobs()[-1].job_id) == ([], [])
-    # A big file goes through the system scp: the same alias, port and key.
+    # A big file goes through the system ssh: the same alias, port and key.
     reach(load_cluster_config(cluster), 1, tmp_path)
-    assert (tmp_path / "ws-gpu1" / "big.bin").stat().st_size == SCP_MIN_BYTES
+    assert (tmp_path / "ws-gpu1" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
 
 
 def test_include_and_match_blocks_are_applied(two_sshd, tmp_path):
@@ -93,12 +93,12 @@ def test_include_and_match_blocks_are_applied(two_sshd, tmp_path):
     r = resolve_ssh("lab-1", config=str(cfg))
     assert (r.hostname, r.port, r.identity_files) == (ADDRESSES[1], b.port, (str(b.client_key),))
     reach(load_cluster_config(_cluster(tmp_path, cfg, ["lab-1"])), 0, tmp_path)
-    assert (tmp_path / "ws-lab-1" / "big.bin").stat().st_size == SCP_MIN_BYTES
+    assert (tmp_path / "ws-lab-1" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
 
 
 def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
     """No IdentityFile anywhere: the key is loaded in an ssh-agent (and its file removed), and
-    commands (paramiko) and a big copy (scp) both authenticate through the agent."""
+    commands (paramiko) and a big copy (system ssh) both authenticate through the agent."""
     import subprocess
 
     a, _ = two_sshd
@@ -121,7 +121,7 @@ def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
         c = load_cluster_config(_cluster(tmp_path, cfg, ["agented"]))
         assert resolve_ssh("agented", config=str(cfg)).identity_files == ()  # the file is gone
         reach(c, 0, tmp_path)
-        assert (tmp_path / "ws-agented" / "big.bin").stat().st_size == SCP_MIN_BYTES
+        assert (tmp_path / "ws-agented" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
         # Without the agent the same host refuses: the agent did the work.
         monkeypatch.delenv("SSH_AUTH_SOCK")
         refused(c, 0, tmp_path, AuthFailed, "no key to offer .*SSH_AUTH_SOCK is unset")
@@ -142,13 +142,13 @@ def test_a_host_behind_a_jump_host(two_sshd, tmp_path):
         assert len(t._hops) == 1
 
     reach(load_cluster_config(_cluster(tmp_path, cfg, ["node7"])), 0, tmp_path,
-          through_login)  # the big file: scp -J login
-    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
+          through_login)  # the big file: ssh -J login
+    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
 
 
 def test_a_jump_host_behind_its_own_jump_host(two_sshd, tmp_path):
     """node7's ProxyJump names login, whose own config entry jumps through bastion: the chain
-    is bastion, login, node7, as ``ssh node7`` follows it (for commands and for scp)."""
+    is bastion, login, node7, as ``ssh node7`` follows it (for commands and for big copies)."""
     a, b = two_sshd
     cfg = tmp_path / "ssh_config"
     cfg.write_text(_block("bastion", ADDRESSES[0], a)
@@ -162,8 +162,8 @@ def test_a_jump_host_behind_its_own_jump_host(two_sshd, tmp_path):
         assert isinstance(t._client.get_transport().sock, paramiko.Channel)
 
     reach(load_cluster_config(_cluster(tmp_path, cfg, ["node7"])), 0, tmp_path,
-          two_hops)  # the big file: scp -J bastion,login
-    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == SCP_MIN_BYTES
+          two_hops)  # the big file: ssh -J bastion,login
+    assert (tmp_path / "ws-node7" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
 
 
 def test_a_proxyjump_loop_is_named(two_sshd, tmp_path):
@@ -183,7 +183,7 @@ def test_a_host_key_only_in_a_system_wide_file(two_sshd, tmp_path):
     cfg.write_text(_block("m0", ADDRESSES[0], a, known="/dev/null",
                           GlobalKnownHostsFile=str(system)))
     c = load_cluster_config(_cluster(tmp_path, cfg, ["m0"]))
-    reach(c, 0, tmp_path)  # commands, and scp, which reads the same files
+    reach(c, 0, tmp_path)  # commands, and the system ssh, which reads the same files
     system.write_text("")  # and without it: refused, naming the files looked in
     assert str(system) in refused(c, 0, tmp_path, UnknownHostKey, "known-hosts file").message
 
@@ -197,7 +197,7 @@ def test_the_system_known_hosts_are_read_by_default(tmp_path):
 
 def test_a_user_certificate_logs_in_everywhere(tmp_path):
     """An sshd that takes only certificates of its CA: the agent's commands (paramiko) and a
-    big file (scp) both log in with KEY and KEY-cert.pub beside it, as ssh would."""
+    big file (system ssh) both log in with KEY and KEY-cert.pub beside it, as ssh would."""
     import subprocess
 
     ca, key = tmp_path / "ca", tmp_path / "id_cert_user"
@@ -214,7 +214,7 @@ def test_a_user_certificate_logs_in_everywhere(tmp_path):
                        f"  UserKnownHostsFile {server.known_hosts}\n")
         c = load_cluster_config(_cluster(tmp_path, cfg, ["certhost"]))
         reach(c, 0, tmp_path)
-        assert (tmp_path / "ws-certhost" / "big.bin").stat().st_size == SCP_MIN_BYTES
+        assert (tmp_path / "ws-certhost" / "big.bin").stat().st_size == OPENSSH_MIN_BYTES
         # Without the certificate the same key is refused: the certificate did the work.
         (tmp_path / "id_cert_user-cert.pub").unlink()
         refused(c, 0, tmp_path, AuthFailed, "authentication failed")

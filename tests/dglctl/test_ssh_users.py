@@ -2,7 +2,7 @@
 same person by different names: the ~/.ssh/config aliases give each host its own user, port
 and key. Two real users (made here, removed after) and two real sshd servers: each host's
 processes run as its user (sshd's USER), in that user's home (the default workspace
-``~/dglctl-workspace`` expands there), and commands, SFTP and scp log in as the same user.
+``~/dglctl-workspace`` expands there), and commands, SFTP and the system ssh log in as the same user.
 
 The users share root's uid (``useradd -o -u 0``) with their own names, homes and keys: the
 interpreter the hosts run lives in root's private home here (pyenv under /root, mode 0700),
@@ -25,7 +25,7 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
-from dglctl.hosts.transport import SCP_MIN_BYTES
+from dglctl.hosts.transport import OPENSSH_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
@@ -119,10 +119,10 @@ def test_each_host_runs_as_its_own_user(users, parts, home, tmp_path, capsys):
         logs = {p.name.split("-")[1] for p in (ws / "jobs" / job).glob("*.log")}
         assert logs == {str(i)}, (ws, logs)
 
-    # A big file goes through the system scp: it lands in gpu1's user's home, as SFTP's did.
+    # A big file goes through the system ssh: it lands in gpu1's user's home, as SFTP's did.
     reach(load_cluster_config(cluster), 1, tmp_path)
     landed = made[USERS[1]][0] / "dglctl-workspace" / "big.bin"
-    assert landed.stat().st_size == SCP_MIN_BYTES
+    assert landed.stat().st_size == OPENSSH_MIN_BYTES
 
 
 def _runs_as(job: str) -> set[str]:
