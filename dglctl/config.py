@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,22 @@ class ClusterConfig:
         base = None if self.path == self.ip_config else self.path
         return {"path": base, "ip_config": self.ip_config, "transport": self.transport}
 
+    def record(self) -> dict[str, Any]:
+        """The cluster itself, as a job's manifest keeps it: every resolved setting (hosts,
+        their SSH settings and learnt data addresses, counts, env), with local paths made
+        absolute, so ``status``, ``logs`` and ``stop`` reach the job's hosts from any folder,
+        and after the YAML was edited or deleted (``cluster_from_record``)."""
+        def absolute(path: str | None) -> str | None:
+            return path if path is None or path.startswith("~") else os.path.abspath(path)
+
+        out = asdict(self)
+        out["path"] = absolute(self.path)
+        out["ip_config"] = absolute(self.ip_config)
+        for h in out["hosts"]:
+            for key in ("key", "known_hosts", "config"):
+                h["ssh"][key] = absolute(h["ssh"][key])
+        return out
+
     def with_overrides(self, **overrides: Any) -> ClusterConfig:
         """A copy with command-line values (None means: keep the file's)."""
         values = {k: v for k, v in overrides.items() if v is not None}
@@ -110,7 +127,7 @@ _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeo
 
 
 # What each kind of value may be. A host's name is a folder name (its workspace on a local
-# cluster, its logs), so it is a safe file name; an address or user goes on ssh/scp command
+# cluster, its logs), so it is a safe file name; an address or user goes on ssh command
 # lines, so it never starts with "-"; no value anywhere holds a control character (NUL, newline,
 # ESC...): each is joined into paths, command lines and terminal output.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -398,6 +415,13 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
     check_loopback(str(path), hosts)
     return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path,
                    ip_config=str(path))
+
+
+def cluster_from_record(record: dict[str, Any]) -> ClusterConfig:
+    """The cluster a job's manifest recorded with ``ClusterConfig.record()``."""
+    data = dict(record)
+    data["hosts"] = tuple(Host(**{**h, "ssh": SSHSettings(**h["ssh"])}) for h in data["hosts"])
+    return ClusterConfig(**data)
 
 
 def load_cluster_source(source: dict[str, Any]) -> ClusterConfig:

@@ -71,20 +71,25 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
     if job is None:
         jobs = list_jobs()
         display.json([{"job": j.job_id, "state": j.state, "script": j.script,
-                       "hosts": [h.name for h in j.hosts], "created": j.created} for j in jobs])
+                       "hosts": [h.name for h in j.hosts], "created": j.created,
+                       "result": j.result} for j in jobs])
         if not jobs:
             display.result("no jobs")
         for j in jobs:
             when = time.strftime('%Y-%m-%d %H:%M', time.localtime(j.created))
+            phase = j.result.get("phase") if j.state == JobState.FAILED else None
             display.result(f"{j.job_id}  {j.state:<9}  {when}  {Path(j.script).name}  on "
-                           f"{', '.join(h.name for h in j.hosts)}")
+                           f"{', '.join(h.name for h in j.hosts)}"
+                           + (f"  (at {phase})" if phase else ""))
         return
     m = JobManifest.load(job)
-    clients = _clients(m)
-    try:
-        states = probe_job(clients, m)
-    finally:
-        _close(clients)
+    states: dict[str, ProcState] = {}
+    if m.procs:  # a launch that failed before starting any asks no host
+        clients = _clients(m)
+        try:
+            states = probe_job(clients, m)
+        finally:
+            _close(clients)
     alive = any(s.state is ProcStatus.RUNNING for s in states.values())
     state = m.state if m.state not in (JobState.RUNNING, JobState.STARTING) or alive \
         else JobState.STOPPED
@@ -109,6 +114,14 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, {len(m.hosts)} hosts)")
     if alive:
         display.result(said)
+    if m.result.get("cause") and state in (JobState.FAILED, JobState.STOPPED):
+        phase = m.result.get("phase")
+        display.result(f"{'failed' if state == JobState.FAILED else 'stopped'}"
+                       f"{f' at {phase}' if phase else ''}: "
+                       + "\n    ".join(m.result["cause"].splitlines()))
+    if not m.procs:
+        display.result("no process was started")
+        return
     display.result(f"{'host':<10} {'role':<8} {'rank':>4} {'pid':>8} {'state':<14} "
                    f"{'uptime':>7} {'cpu':>7} {'mem':>9}")
     for r in rows:

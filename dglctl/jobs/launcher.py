@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config import ClusterConfig, Host
 from ..display import Display, Progress, human_bytes
-from ..errors import ConfigError, Interrupted, JobFailed, PreflightError
+from ..errors import ConfigError, Interrupted, JobFailed, PreflightError, user_facing
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.transport import Transport, make_transport
@@ -115,6 +115,7 @@ class Launcher:
         self.lease = None if opts.detach else lease_seconds(cluster.timeout)
         self.renewer: LeaseRenewer | None = None
         self._progress: Progress | None = None
+        self._phase = "start"  # the step the launch is in, recorded if it fails there
 
     def dry_run(self) -> JobPlan:
         """The plan, without contacting any host: configured workspaces and port base."""
@@ -160,19 +161,19 @@ class Launcher:
                                     f"'dglctl logs {self.job_id} -f', end it with "
                                     f"'dglctl stop {self.job_id}'")
                 return 0
+            self._phase = "running"
             self.display.info(f"[5/{STEPS}] running job {self.job_id} (Ctrl-C stops it on every "
                               "host)")
             return self.supervise()
         except _Signalled as s:
             name = signal.Signals(s.signum).name
             self.display.error(f"{name}: stopping job {self.job_id} on every host")
-            if self.manifest is not None:
-                self.manifest.state = JobState.STOPPED
+            self._record_end(JobState.STOPPED, f"stopped on {name} during {self._phase}")
             raise Interrupted(f"job {self.job_id} stopped on {name}", signum=s.signum) from None
-        except BaseException:
-            if self.manifest is not None and self.manifest.state not in (JobState.FAILED,
-                                                                         JobState.STOPPED):
-                self.manifest.state = JobState.FAILED
+        except BaseException as e:
+            found = user_facing(e)
+            cause = found[0] if found else f"internal error: {type(e).__name__}: {e}"
+            self._record_end(JobState.FAILED, cause)
             raise
         finally:
             for sig, h in old.items():
@@ -187,7 +188,26 @@ class Launcher:
             for t in self.transports:
                 t.close()
 
+    def _record_end(self, state: JobState, cause: str) -> None:
+        """Record how the launch ended (failed or stopped) and why, with the phase it was in,
+        so that 'dglctl status' says what happened: a launch that fails at preflight or the
+        copy gets a record too (with no processes). A state already recorded as ended (a
+        failure the supervision named, a stop from elsewhere) is kept."""
+        if self.manifest is None:
+            self._init_manifest(None)
+        m = self.manifest
+        if m.state not in (JobState.FAILED, JobState.STOPPED):
+            m.state = state
+        m.result.setdefault("phase", self._phase)
+        m.result.setdefault("cause", cause)
+        m.ended = m.ended or time.time()
+        m.save()
+        if not m.procs:  # nothing ran, so no teardown will name the job: say where it is
+            self.display.info(f"job {self.job_id} is recorded as {m.state} at {self._phase}; "
+                              f"'dglctl status {self.job_id}' shows it")
+
     def _step(self, i: int, name: str, fn: Callable[[], None]) -> None:
+        self._phase = name
         t0 = time.perf_counter()
         self.display.info(f"[{i}/{STEPS}] {name} ...")
         fn()
@@ -275,16 +295,20 @@ class Launcher:
             raise RuntimeError("the launch has no plan yet: preflight comes first")
         return self.plan
 
-    def _init_manifest(self, plan: JobPlan) -> None:
+    def _init_manifest(self, plan: JobPlan | None) -> None:
+        """The job's manifest, recorded: its hosts as ``plan`` places them, or without a plan
+        (a launch that failed at preflight) as the cluster config names them."""
+        hosts = ([HostRecord(h.name, h.address, h.data_address, h.workspace)
+                  for h in plan.hosts] if plan is not None else
+                 [HostRecord(h.name, h.address, h.data_address, t.workspace)
+                  for h, t in zip(self.hosts, self.transports, strict=True)])
         self.manifest = JobManifest(
             job_id=self.job_id, token=self.token,
-            cluster=self.cluster.source(),
+            cluster=self.cluster.source(), cluster_record=self.cluster.record(),
             script=self.opts.entry, args=list(self.opts.script_args),
             part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
-            hosts=[HostRecord(h.name, h.address, h.data_address, h.workspace)
-                   for h in plan.hosts],
-            shm_dir=plan.shm_dir, encrypt=self.cluster.encrypt, lease_seconds=self.lease,
-            timeout=self.cluster.timeout,
+            hosts=hosts, shm_dir=plan.shm_dir if plan is not None else None,
+            encrypt=self.cluster.encrypt, lease_seconds=self.lease, timeout=self.cluster.timeout,
             launcher={"pid": os.getpid(), "host": socket.gethostname()})
         self.manifest.save()
 

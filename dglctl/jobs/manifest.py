@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..config import ClusterConfig, Host, load_cluster_source
+from ..config import ClusterConfig, Host, cluster_from_record, load_cluster_source
 from ..errors import ConfigError, DglctlError
 from ..hosts.agent_client import ProcState, ProcStatus
 from ..hosts.transport import Transport, make_transport
@@ -111,6 +111,9 @@ class JobManifest:
     lease_seconds: float | None = None
     timeout: float = 10.0  # the cluster's timeout: how long status waits for a server
     launcher: dict[str, Any] = field(default_factory=dict)  # pid and host of the launcher
+    # The resolved cluster (ClusterConfig.record()): what reaches the hosts from any folder,
+    # whatever became of the YAML since. None in manifests written before it was kept.
+    cluster_record: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # The record as this copy last read or wrote it: what tells its own changes apart.
@@ -255,10 +258,12 @@ def list_jobs() -> list[JobManifest]:
 def transports_for(manifest: JobManifest, cluster: ClusterConfig | None = None,
                    factory: Callable[[Host, ClusterConfig], Transport] | None = None
                    ) -> list[Transport]:
-    """Transports to a recorded job's hosts (from its cluster file or ip_config, unless
-    ``cluster`` is given), each pointed at the workspace the launch used. Makes no
-    connection."""
-    cluster = cluster or load_cluster_source(manifest.cluster)
+    """Transports to a recorded job's hosts (from the cluster its manifest recorded, or in
+    older manifests its cluster file or ip_config, unless ``cluster`` is given), each
+    pointed at the workspace the launch used. Makes no connection."""
+    if cluster is None:
+        cluster = (cluster_from_record(manifest.cluster_record) if manifest.cluster_record
+                   else load_cluster_source(manifest.cluster))
     factory = factory or make_transport
     by_name = {h.name: h for h in cluster.hosts}
     out = []

@@ -50,7 +50,10 @@ def stop_job(manifest: JobManifest, clients: Sequence[AgentClient],
     def stop(i: int, c: AgentClient) -> StopReport:
         return c.stop(manifest.job_id, procs[i], grace=grace, shm_dir=manifest.shm_dir)
 
-    reports = fan_out(clients, stop)
+    # A launch that failed before starting anything (preflight, copy) left nothing to stop:
+    # its hosts are not asked (one may be the unreachable host it failed on).
+    reports = (fan_out(clients, stop) if manifest.procs
+               else [StopReport([], [], 0, []) for _ in clients])
     outcome = StopOutcome(reports, [n for r in reports for n in r.survivors])
     manifest.update(_stopped)
     if display is not None and outcome.denied:
