@@ -8,6 +8,7 @@ graph is one partition read from its files.
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections import namedtuple
@@ -44,6 +45,8 @@ from .view import (
 
 __all__ = ["EID", "NID", "DistGraph", "Scheme"]
 
+log = logging.getLogger(__name__)
+
 Scheme = namedtuple("Scheme", ["shape", "dtype"])  # DGL's frame scheme: row shape and dtype
 
 # Remote pulls come back in pieces of this size, so the owner's gather of one piece overlaps
@@ -70,13 +73,37 @@ def _scatter_into(out: np.ndarray, sel):
     return sink
 
 
+def _check_other_name(graph_name: str, config: dict[str, Any], standalone: bool) -> None:
+    """``DistGraph(graph_name)`` on a partition of another name: opened standalone, as DGL
+    does there (DGL's own tests open ``test_sampling.json`` as ``"test_mp"``), with a log line
+    saying which graph; refused in a launched job, where the name is what protects the run."""
+    opened, path = config["graph_name"], config["_path"]
+    if standalone:
+        log.warning("DistGraph(%r): opened graph %r of %s (standalone: the part config's "
+                    "graph, whatever the name, as DGL)", graph_name, opened, path)
+        return
+    # A job serves the launcher's partition and never reads the script's part_config: the
+    # name is the one check that the job was launched with the graph the script means (in
+    # DGL it also keys the servers' shared memory; here that is keyed by the job id).
+    raise DistError(
+        f"DistGraph({graph_name!r}): this job was launched with graph {opened!r} ({path}) "
+        f"and its servers hold only that one; a launched job does not read the script's "
+        f"part_config, so the name is the only check that the job serves the graph this "
+        f"script means",
+        hint=f"open it as DistGraph({opened!r}), the graph_name in {path}, or launch the job "
+             f"with the partition of {graph_name!r}",
+    )
+
+
 class DistGraph:
     """The distributed graph (DGL's ``DistGraph(graph_name, gpb=None, part_config=None)``):
     structure and data spread over machines.
 
     Reads the partition config (JSON only; shards stay on their hosts) for the partition book
     and the feature schema; ``gpb`` (a partition book, e.g. from ``load_partition_book``)
-    replaces the one built from the config.
+    replaces the one built from the config. Standalone, a ``graph_name`` other than the
+    config's opens the config's graph under the given name (as DGL; logged); in a launched
+    job it is a DistError.
     """
 
     def __init__(self, graph_name: str, gpb: Any = None, part_config: str | None = None) -> None:
@@ -93,10 +120,8 @@ class DistGraph:
             )
         self.config = read_config(path)
         if self.config["graph_name"] != graph_name:
-            raise DistError(
-                f"DistGraph({graph_name!r}): {self.config['_path']} holds graph "
-                f"{self.config['graph_name']!r}"
-            )
+            _check_other_name(graph_name, self.config, ctx.standalone)
+        # As DGL: the graph keeps the name it was given (a pickled handle reopens it so).
         self.graph_name = graph_name
         self._ctx = ctx
         self._tensors: dict[str, TensorMeta] = {}

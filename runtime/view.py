@@ -16,7 +16,7 @@ import torch
 from partitioner.graph import etype_key, parse_etype_key
 
 from .context import get_context
-from .errors import DistError
+from .errors import EXIT_USAGE, DistError
 
 if TYPE_CHECKING:
     from .dist_graph import DistGraph
@@ -26,6 +26,17 @@ NODE_PART_POLICY, EDGE_PART_POLICY, POLICY_DELIMITER = "node", "edge", "~"
 
 class DGLError(DistError):
     """What DGL raises as ``dgl.DGLError`` (an unknown node or edge type, ...)."""
+
+
+class NonCanonicalEtypeError(DistError, AssertionError):
+    """An edge type given to a partition policy that is not in canonical form (a triple
+    ``(src, etype, dst)`` or ``"src:etype:dst"``) and names no single edge type of the book.
+    DGL's ``EdgePartitionPolicy`` and ``PartitionPolicy`` ``assert`` a canonical type there,
+    and DGL's tests catch the ``AssertionError``: this error is one too, and a ``DistError``
+    (``message``, ``hint``, ``exit_code``) like the runtime's others. An unknown type in
+    canonical form stays a plain ``DistError`` (DGL asserts nothing there)."""
+
+    exit_code = EXIT_USAGE
 
 
 def _as_ids(ids: Any, length: int | None = None) -> np.ndarray:
@@ -70,8 +81,8 @@ class PartitionPolicy:
         if kind == EDGE_PART_POLICY:
             try:
                 typ = book._etype_name(typ)
-            except ValueError as e:
-                raise DistError(f"partition policy {policy_str!r}: {e}") from None
+            except ValueError as e:  # the book's message names the types it has
+                raise NonCanonicalEtypeError(f"partition policy {policy_str!r}: {e}") from None
         if typ not in types:
             raise DistError(f"partition policy {policy_str!r}: no {kind} type {typ!r}; the "
                             f"graph has {types}")
@@ -148,10 +159,23 @@ class NodePartitionPolicy(PartitionPolicy):
 
 
 class EdgePartitionPolicy(PartitionPolicy):
-    """DGL's ``EdgePartitionPolicy(partition_book, etype)`` (a canonical edge type)."""
+    """DGL's ``EdgePartitionPolicy(partition_book, etype)``: ``etype`` is a canonical edge type
+    (a triple, or ``"src:etype:dst"``), or an edge type name that names exactly one. Anything
+    else raises :class:`NonCanonicalEtypeError` here, where DGL's ``assert`` fires (an
+    ``AssertionError``, as DGL's)."""
 
-    def __init__(self, partition_book: Any, etype=("_N", "_E", "_N")) -> None:
-        key = etype_key(etype) if isinstance(etype, tuple) else etype
+    def __init__(self, partition_book: Any,
+                 etype: str | tuple[str, str, str] = ("_N", "_E", "_N")) -> None:
+        if isinstance(etype, tuple) and len(etype) == 3 and all(isinstance(t, str) for t in etype):
+            key = etype_key(etype)
+        elif isinstance(etype, str):
+            key = etype  # resolved (or refused) by PartitionPolicy against the book's types
+        else:
+            book = partition_book if partition_book is not None else \
+                get_context().current_graph().get_partition_book()
+            raise NonCanonicalEtypeError(
+                f"EdgePartitionPolicy: edge type {etype!r} is not a canonical edge type "
+                f"(src, etype, dst); the partition book has {book.canonical_etypes}")
         super().__init__(EDGE_PART_POLICY + POLICY_DELIMITER + key, partition_book)
 
 

@@ -16,7 +16,14 @@ changed and why:
   DGL's ``num_server=3`` is 2 machines here and its ``num_workers=4`` is 2 sampler processes
   (a 2-core machine). The parameter combinations of one graph run in one job (a job per graph
   instead of one per combination), each in DGL's order; DGL's ``DGL_NUM_SAMPLER`` (read by
-  ``DistDataLoader``) is its ``num_samplers=`` argument here. ``disable_shared_mem``/``gpb=`` have no counterpart.
+  ``DistDataLoader``) is its ``num_samplers=`` argument here. ``disable_shared_mem`` has no
+  counterpart.
+- Graph name: DGL opens the ``test_sampling`` partition as ``DistGraph("test_mp", gpb=gpb,
+  ...)``. test_standalone does the same (standalone, the config's graph opens under any
+  name, as DGL, with a log line); in a launched job that is a DistError (the job serves the
+  launcher's partition and reads no part_config of the script, so the name is the check that
+  it serves the graph meant: test_other_graph_name_refused_in_a_job), so the job tests open
+  ``test_sampling``.
 - start_dist_dataloader: DGL's last-batch check takes the largest *edge destination* of the
   last block; on the random graph (unlike Cora) a seed may have no in-edge, so the check
   takes the largest destination *node* of the last block (same meaning: the last batch is
@@ -33,13 +40,18 @@ Left out: ``num_groups > 1`` (DGL's server groups and ``shutdown_servers``: no c
 
 from __future__ import annotations
 
+import logging
+import pickle
+
 import numpy as np
 import pytest
 import torch
 
 import runtime as dg
+from partitioner import load_partition_book
 from partitioner.graph import Graph
 from runtime import NID
+from runtime.errors import DistError
 from runtime.loader import dataloading
 from tests.compat._sampling_util import (
     EdgeIndex,
@@ -76,10 +88,11 @@ def _check_block(block, index, orig_nid, pair_graphs=()):
                                           pair.nodes[dst_type].data[NID].numpy())
 
 
-def start_dist_dataloader(part_config, drop_last, orig_nid, index, num_samplers=0):
+def start_dist_dataloader(part_config, drop_last, orig_nid, index, num_samplers=0,
+                          graph_name="test_sampling", gpb=None):
     num_nodes_to_sample, batch_size = 202, 32
     train_nid = torch.arange(num_nodes_to_sample)
-    dist_graph = dg.DistGraph("test_sampling", part_config=str(part_config))
+    dist_graph = dg.DistGraph(graph_name, gpb=gpb, part_config=str(part_config))
     sampler = dg.NeighborSampler(dist_graph, [5, 10], dg.sample_neighbors)
     for _ in range(2):  # creating the loader more than once
         dataloader = dg.DistDataLoader(dataset=train_nid.numpy(), batch_size=batch_size,
@@ -170,17 +183,77 @@ def homo(tmp_path_factory):
     return g, partition(g, "test_sampling", 2, tmp_path_factory.mktemp("two"))
 
 
-@pytest.mark.unit
-def test_standalone(tmp_path, monkeypatch):
-    g = create_random_graph(3000)
-    cfg, orig_nid, _ = partition(g, "test_sampling", 1, tmp_path)
+@pytest.fixture
+def standalone_runtime(monkeypatch):
+    """This process initialized standalone (no env contract), as DGL's test_standalone."""
     monkeypatch.setenv("WORLD_SIZE", "1")
     dg.exit_client()
     dg.initialize()
-    try:
-        start_dist_dataloader(cfg, True, orig_nid, EdgeIndex(g))
-    finally:
-        dg.exit_client()
+    yield
+    dg.exit_client()
+
+
+def _opened_lines(caplog, name, cfg):
+    return [r for r in caplog.records if r.name == "runtime.dist_graph"
+            and r.levelno == logging.WARNING and f"DistGraph({name!r})" in r.getMessage()
+            and "opened graph 'test_sampling'" in r.getMessage() and str(cfg) in r.getMessage()]
+
+
+@pytest.mark.unit
+def test_standalone(tmp_path, standalone_runtime):
+    """DGL's call: the partition is test_sampling, the graph is opened as "test_mp" (with the
+    book of load_partition, DGL's ``gpb``)."""
+    g = create_random_graph(3000)
+    cfg, orig_nid, _ = partition(g, "test_sampling", 1, tmp_path)
+    gpb, _, _, _ = load_partition_book(cfg, 0)
+    start_dist_dataloader(cfg, True, orig_nid, EdgeIndex(g), graph_name="test_mp", gpb=gpb)
+
+
+@pytest.mark.unit
+def test_standalone_other_graph_name(tmp_path, standalone_runtime, caplog):
+    """Standalone, ``DistGraph("test_mp", part_config="test_sampling.json")`` opens the config's
+    graph under the name given (as DGL), says so in the log, and its data, tensors and
+    pickled handle work under that name."""
+    g = create_random_graph(300)
+    n, et = g.total_nodes, next(iter(g.edges))
+    g.ndata["_N"] = {"feat": np.arange(n, dtype=np.int64)[:, None]}
+    g.edata[et] = {"feat": np.arange(len(g.edges[et][0]), dtype=np.int64)[:, None]}
+    cfg, orig_nid, orig_eid = partition(g, "test_sampling", 1, tmp_path)
+    caplog.set_level(logging.WARNING, logger="runtime.dist_graph")
+    dist_g = dg.DistGraph("test_mp", part_config=str(cfg))
+    assert len(_opened_lines(caplog, "test_mp", cfg)) == 1
+    assert dist_g.graph_name == "test_mp"
+    assert dist_g.num_nodes() == n and dist_g.num_edges() == g.total_edges
+    nids, eids = torch.arange(n), torch.arange(g.total_edges)
+    np.testing.assert_array_equal(dist_g.ndata["feat"][nids].numpy()[:, 0], orig_nid["_N"])
+    np.testing.assert_array_equal(dist_g.edata["feat"][eids].numpy()[:, 0], orig_eid[et])
+    dist_g.ndata["h"] = dg.DistTensor((n, 2), torch.float32, "h")
+    dist_g.ndata["h"][nids[:5]] = torch.ones(5, 2)
+    assert dist_g.ndata["h"][nids].sum().item() == 10
+    dist_g.barrier()
+    again = pickle.loads(pickle.dumps(dist_g))  # a sampler process's copy: same name, same data
+    assert again.graph_name == "test_mp" and len(_opened_lines(caplog, "test_mp", cfg)) == 2
+    np.testing.assert_array_equal(again.ndata["feat"][nids].numpy()[:, 0], orig_nid["_N"])
+    caplog.clear()
+    dg.DistGraph("test_sampling", part_config=str(cfg))  # the config's own name: no line
+    assert not [r for r in caplog.records if r.name == "runtime.dist_graph"]
+
+
+@pytest.mark.multiprocess
+def test_other_graph_name_refused_in_a_job(homo, tmp_path, monkeypatch):
+    """In a launched job DGL's ``DistGraph("test_mp")`` on test_sampling's partition is a
+    DistError that says why (the job serves the launcher's partition, the script's
+    part_config is not read) and which name to use."""
+    _, (cfg, _, _) = homo
+    with trainer_of(cfg, tmp_path, monkeypatch):
+        with pytest.raises(DistError) as err:
+            dg.DistGraph("test_mp", part_config="test_sampling.json")
+        assert not isinstance(err.value, AssertionError)
+        msg = str(err.value)
+        assert "this job was launched with graph 'test_sampling'" in msg and str(cfg) in msg
+        assert "does not read the script's part_config" in msg
+        assert "open it as DistGraph('test_sampling')" in msg
+        assert dg.DistGraph("test_sampling").graph_name == "test_sampling"  # the job goes on
 
 
 @pytest.mark.multiprocess

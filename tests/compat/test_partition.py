@@ -22,16 +22,19 @@ Ported from dmlc/dgl tests/distributed/test_partition.py at v1.1.3
 - test_RangePartitionBook builds the book from a part config dict (``RangePartitionBook(config,
   part_id)``) instead of DGL's ``(part_id, num_parts, node_map, edge_map, ntypes, etypes)``;
   a non-canonical edge type raises ValueError here (AssertionError in DGL).
+- test_RangePartitionBook_policies is that test's NodePartitionPolicy / EdgePartitionPolicy
+  half (the policies live in ``runtime``): ``EdgePartitionPolicy(gpb, "edge1")`` raises
+  ``runtime.view.NonCanonicalEtypeError``, an AssertionError as DGL's (and a DistError).
 - test_not_sorted_node_edge_map passes DGL's JSON as a dict: ``read_config`` refuses a file
   without ``format_version`` (a DGL-written partition, whose .dgl shards are not read).
 - test_UnknownPartitionBook: DGL raises TypeError for a non-range node map; so does this book.
 
 Not ported: ``_verify_partition_formats`` (which sparse formats a DGLGraph created: a DGL
 internal; parts here are always CSC), ``_verify_partition_data_types`` (dtypes of DGL's reserved
-fields; the public arrays' dtypes are checked instead), the NodePartitionPolicy /
-EdgePartitionPolicy / HeteroDataName half of test_RangePartitionBook (they live in
-``runtime``; their port belongs with the DistTensor tests), and the ``DGL_DIST_DEBUG`` self
-check inside DGL's load_partition (its assertions are made here directly).
+fields; the public arrays' dtypes are checked instead), the policies' ``get_data_name`` and
+``HeteroDataName`` checks of test_RangePartitionBook (DGL's key-value store names, a DGL
+internal), and the ``DGL_DIST_DEBUG`` self check inside DGL's load_partition (its assertions
+are made here directly).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ import torch
 
 from partitioner import load_partition, load_partition_book, load_partition_feats, partition_graph
 from partitioner.partition_book import RangePartitionBook
+from runtime import EdgePartitionPolicy, NodePartitionPolicy
+from runtime.errors import DistError
 from tests.compat._partition_util import create_random_graph, create_random_hetero, edge_ids, sum_in
 
 pytestmark = pytest.mark.unit
@@ -364,6 +369,52 @@ def test_RangePartitionBook():  # noqa: N802 (DGL's name)
     with pytest.raises(ValueError):
         gpb.to_canonical_etype("edge2")
     assert gpb.partid == part_id
+
+
+def test_RangePartitionBook_policies():  # noqa: N802 (DGL's name)
+    """The NodePartitionPolicy / EdgePartitionPolicy half of DGL's test_RangePartitionBook, in
+    DGL's own try/except form: a non-canonical edge type is an AssertionError, as DGL's."""
+    part_id, num_parts = 1, 2
+    gpb = _book(part_id, num_parts, {"_N": [[0, 1000], [1000, 2000]]},
+                {("_N", "_E", "_N"): [[0, 5000], [5000, 10000]]}, {"_N": 0},
+                {("_N", "_E", "_N"): 0})
+    assert NodePartitionPolicy(gpb, "_N").type_name == "_N"
+    assert EdgePartitionPolicy(gpb, ("_N", "_E", "_N")).type_name == ("_N", "_E", "_N")
+    expect_except = False
+    try:
+        EdgePartitionPolicy(gpb, "edge1")
+    except AssertionError as e:
+        expect_except = True
+        assert isinstance(e, DistError) and "edge1" in str(e) and "_N:_E:_N" in str(e)
+    assert expect_except
+
+    c_etype = ("node1", "edge1", "node2")
+    gpb = _book(part_id, num_parts,
+                {"node1": [[0, 1000], [1000, 2000]], "node2": [[0, 1000], [1000, 2000]]},
+                {c_etype: [[0, 5000], [5000, 10000]]}, {"node1": 0, "node2": 1}, {c_etype: 0})
+    node_policy = NodePartitionPolicy(gpb, "node1")
+    assert node_policy.type_name == "node1"
+    assert node_policy.policy_str == "node~node1"
+    assert node_policy.part_id == part_id
+    assert node_policy.is_node
+    local_ids = torch.arange(0, 1000)
+    global_ids = local_ids + 1000
+    assert torch.equal(node_policy.to_local(global_ids), local_ids)
+    assert torch.all(node_policy.to_partid(global_ids) == part_id)
+    assert node_policy.get_part_size() == 1000
+    assert node_policy.get_size() == 2000
+
+    edge_policy = EdgePartitionPolicy(gpb, c_etype)
+    assert edge_policy.type_name == c_etype
+    assert edge_policy.policy_str == "edge~node1:edge1:node2"
+    assert edge_policy.part_id == part_id
+    assert not edge_policy.is_node
+    local_ids = torch.arange(0, 5000)
+    global_ids = local_ids + 5000
+    assert torch.equal(edge_policy.to_local(global_ids), local_ids)
+    assert torch.all(edge_policy.to_partid(global_ids) == part_id)
+    assert edge_policy.get_part_size() == 5000
+    assert edge_policy.get_size() == 10000
 
 
 def test_UnknownPartitionBook(tmp_path):  # noqa: N802 (DGL's name)
