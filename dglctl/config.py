@@ -336,7 +336,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         data_address = _resolve(str(h.get("data_address") or address))
         if data_address == address and transport == "ssh" and not _is_ip(address):
             # An alias of ~/.ssh/config (address: gpu0): its HostName is the machine.
-            from .ssh_config import resolve_address
+            from .hosts.ssh_config import resolve_address
 
             hostname = resolve_address(address, ssh.config)
             data_address = _resolve(hostname)

@@ -8,6 +8,7 @@ a test asserts the project has none, and a synthetic case shows that the check c
 from __future__ import annotations
 
 import ast
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,16 +64,30 @@ LAYERS = (
 
 # dglctl, low to high (the CLI on top; jobs use hosts, never the other way).
 DGLCTL_LAYERS = (
-    Group("base", 0, ("dglctl", "dglctl.errors", "dglctl.display", "dglctl.agent",
-                     "dglctl.ssh_config", "dglctl.agent_args", "dglctl.agent_serve",
-                     "dglctl.agent_logs", "dglctl.agent_files", "dglctl.proc_groups", "dglctl.lease",
-                     "dglctl.netif")),
-    Group("config", 1, ("dglctl.config",)),
-    Group("hosts", 2, ("dglctl.hosts.*",)),
-    Group("jobs", 3, ("dglctl.jobs.*",)),
-    Group("commands", 4, ("dglctl.commands.*",)),
-    Group("cli", 5, ("dglctl.cli", "dglctl.__main__", "dglctl.demo")),
+    Group("base", 0, ("dglctl.errors", "dglctl.display")),
+    Group("package", 0, ("dglctl",)),  # dglctl/__init__.py: the version
+    # The program each host runs: apart from the launcher's side (AGENT_MAY_IMPORT says what
+    # else it uses); the launcher's side reaches it through its protocol only (AGENT_PUBLIC).
+    Group("agent", 1, ("dglctl.agent.*",), only=("agent", "package")),
+    # How `ssh HOST` would reach a host (`ssh -G`): the config reads aliases through it.
+    Group("ssh-config", 1, ("dglctl.hosts.ssh_config",)),
+    Group("config", 2, ("dglctl.config",)),
+    Group("hosts", 3, ("dglctl.hosts", "dglctl.hosts.transport", "dglctl.hosts.ssh_connect",
+                       "dglctl.hosts.openssh", "dglctl.hosts.sent", "dglctl.hosts.netif",
+                       "dglctl.hosts.group", "dglctl.hosts.agent_session",
+                       "dglctl.hosts.agent_client")),
+    Group("jobs", 4, ("dglctl.jobs.*",)),
+    Group("commands", 5, ("dglctl.commands.*",)),
+    Group("cli", 6, ("dglctl.cli", "dglctl.__main__", "dglctl.demo")),
 )
+
+# What the agent may import besides the standard library and its own package: dglctl's
+# version, and the leaves of the other packages that name what it handles on a host (the
+# file checksum of the partition format; the names of a job's shared memory).
+AGENT = "dglctl.agent.*"
+AGENT_MAY_IMPORT = ("dglctl", AGENT, "partitioner.format", "runtime.store.shm")
+# The one module of the agent that the launcher's side imports: the replies and constants.
+AGENT_PUBLIC = "dglctl.agent.protocol"
 
 # Imports between different groups of one layer, each one that the code needs. store.local
 # samples and gathers with the kernels and draws, as the server and a co-located trainer do;
@@ -275,6 +290,25 @@ def check_module_sizes(modules: dict[str, Module], limit: int = MAX_LINES) -> li
             for m in sorted(modules.values(), key=lambda m: m.path) if m.num_lines > limit]
 
 
+def check_agent_imports(modules: dict[str, Module],
+                        may_import: tuple[str, ...] = AGENT_MAY_IMPORT) -> list[str]:
+    """The agent (it runs on every host) imports the standard library, itself, and only what
+    ``may_import`` lists; the launcher's side imports its protocol, never its internals."""
+    out = []
+    for e in imports(modules):
+        inside = _matches(e.importer, AGENT)
+        if inside and e.top not in sys.stdlib_module_names and not any(
+                _matches(e.target, p) for p in may_import):
+            out.append(f"{e.where()}: the agent imports {e.target}: it may import the "
+                       f"standard library and {', '.join(may_import)} (AGENT_MAY_IMPORT)")
+        elif (not inside and e.importer.split(".")[0] == "dglctl" and _matches(e.target, AGENT)
+              and e.target != AGENT_PUBLIC):
+            out.append(f"{e.where()}: {e.importer} imports {e.target}: outside the agent, "
+                       f"only {AGENT_PUBLIC} is imported (the request/reply types and "
+                       "constants both sides share)")
+    return out
+
+
 def check_environ(modules: dict[str, Module]) -> list[str]:
     out = []
     for m in modules.values():
@@ -308,6 +342,7 @@ CHECKS = {
     "local imports": check_local_imports,
     "package inits": check_package_inits,
     "module sizes": check_module_sizes,
+    "agent imports": check_agent_imports,
     "environ": check_environ,
 }
 
@@ -340,6 +375,10 @@ def test_runtime_imports_go_down_the_layers(project):
 def test_every_dglctl_module_has_a_layer(project):
     _assert_none(check_layer_table(project, DGLCTL_LAYERS, "dglctl"),
                  "dglctl modules outside DGLCTL_LAYERS")
+
+
+def test_the_agent_stands_apart(project):
+    _assert_none(check_agent_imports(project), "imports across the agent's boundary")
 
 
 def test_dglctl_imports_go_down_the_layers(project):

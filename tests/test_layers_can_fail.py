@@ -8,6 +8,7 @@ import pytest
 from tests.import_graph import MODULE, Import, Module, imports, modules_from_sources
 from tests.test_layers import (
     CHECKS,
+    check_agent_imports,
     check_cycles,
     check_environ,
     check_facade,
@@ -164,3 +165,30 @@ def test_group_patterns():
     assert group_of("runtime.rpc").name == group_of("runtime.rpc.wire").name == "rpc"
     assert group_of("runtime.rpcx") is None
     assert group_of("runtime").name == "facade"
+
+
+def test_the_agents_boundary_is_checked_both_ways():
+    """The agent importing what a host need not have (the launcher's hosts layer, torch), and
+    the launcher's side importing an agent internal instead of its protocol."""
+    files = {
+        "dglctl/__init__.py": '"""dglctl"""\n__version__ = "1"\n',
+        "dglctl/agent/__init__.py": '"""the agent"""\n',
+        "dglctl/agent/protocol.py": "import json\nfrom dglctl import __version__\n",
+        "dglctl/agent/logs.py": "from .protocol import json\nfrom partitioner.format import f\n",
+        "dglctl/hosts/__init__.py": '"""hosts"""\n',
+        "dglctl/hosts/agent_client.py": "from ..agent.protocol import json\n",
+    }
+    assert check_agent_imports(modules_from_sources(files)) == []
+    files["dglctl/agent/processes.py"] = "import torch\nfrom ..hosts import agent_client\n"
+    files["dglctl/hosts/transport.py"] = "from ..agent.logs import json\n"
+    assert check_agent_imports(modules_from_sources(files)) == [
+        "dglctl/agent/processes.py:1: `import torch`: the agent imports torch: it may import the standard "
+        "library and dglctl, dglctl.agent.*, partitioner.format, runtime.store.shm "
+        "(AGENT_MAY_IMPORT)",
+        "dglctl/agent/processes.py:2: `from ..hosts import agent_client`: the agent imports "
+        "dglctl.hosts.agent_client: it may import the standard library and dglctl, "
+        "dglctl.agent.*, partitioner.format, runtime.store.shm (AGENT_MAY_IMPORT)",
+        "dglctl/hosts/transport.py:1: `from ..agent.logs import json`: dglctl.hosts.transport "
+        "imports dglctl.agent.logs: "
+        "outside the agent, only dglctl.agent.protocol is imported (the request/reply types "
+        "and constants both sides share)"]

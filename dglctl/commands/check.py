@@ -116,8 +116,8 @@ def _ports_range(cluster: ClusterConfig) -> tuple[int, int]:
 def check_json(cluster: ClusterConfig, result: PreflightResult, copies: list[int | None], *,
                explicit_port: bool = False) -> dict[str, Any]:
     """``check --json``: every host's findings, the port block and every problem."""
+    from ..hosts.netif import interface_of
     from ..jobs.preflight import local_versions
-    from ..netif import interface_of
 
     here_py, here_dglctl = local_versions()
     hosts = []
@@ -155,7 +155,7 @@ def _mark(problem: str | None, fine: str) -> str:
 
 
 def _address_line(address: str, r: PreflightReport) -> str:
-    from ..netif import interface_of
+    from ..hosts.netif import interface_of
 
     ifname = interface_of(address, r.interfaces)
     if ifname is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.shell_completion import CompletionItem
 
+from ..agent.protocol import GRACE_SECONDS
 from ..errors import ConfigError, HostError
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
 @click.command()
 @click.argument("job", required=False, shell_complete=complete_job_ids)
 @click.option("--all", "stop_all", is_flag=True, help="Stop every job that is not stopped.")
-@click.option("--grace", type=float, default=10.0, show_default=True,
+@click.option("--grace", type=float, default=GRACE_SECONDS, show_default=True,
               help="Seconds between SIGTERM and SIGKILL.")
 @click.option("--json", "json_mode", is_flag=True,
               help="Print a JSON list, one object per job: the groups signalled (TERM, KILL), "
@@ -360,7 +361,7 @@ def _follow(m: JobManifest, clients: list[AgentClient], stream: LogStream,
 
 def _note_since(display: Display, stream: LogStream, since_text: str, start: LogStart) -> None:
     """Say on stderr of each log that starts well before --since, and why."""
-    from ..agent_logs import MARK_EVERY
+    from ..agent.protocol import MARK_EVERY
 
     wanted = start.since if start.since is not None else time.time() - (start.since_ago or 0)
     for name, chunk in stream.chunks.items():

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..config import Host
 from ..errors import RemoteCommandFailed
-from ..ssh_config import DEFAULT_CONFIG, ResolvedSSH
 from .sent import HashedRead, Sent
+from .ssh_config import DEFAULT_CONFIG, ResolvedSSH
 
 
 def openssh_argv(host: Host, r: ResolvedSSH, exe: str = "ssh") -> list[str]:

@@ -1,5 +1,5 @@
 """Opening an SSH connection with paramiko the way ``ssh HOST`` would: the host resolved
-through the OpenSSH config (``dglctl.ssh_config``), every known-hosts file ssh reads, the
+through the OpenSSH config (``hosts/ssh_config.py``), every known-hosts file ssh reads, the
 identity files, certificates and the agent, and ProxyJump through one or more hops (each hop
 over a channel of the one before, as ``ssh -J`` does)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import Host
 from ..errors import AuthFailed, HostUnreachable, UnknownHostKey
-from ..ssh_config import ResolvedSSH, parse_hop, resolve_ssh
+from .ssh_config import ResolvedSSH, parse_hop, resolve_ssh
 
 
 def connect_chain(host: Host, r: ResolvedSSH) -> tuple[Any, list[Any]]:

@@ -22,16 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..agent_args import COPY_TEMP_PREFIX
+from ..agent.protocol import AGENT_MODULE, COPY_TEMP_PREFIX
 from ..config import ClusterConfig, Host
 from ..display import human_bytes
 from ..errors import CopyFailed, RemoteCommandFailed
-from ..ssh_config import ResolvedSSH, resolve_ssh
 from .openssh import pipe_file
 from .sent import HashedRead, Sent
+from .ssh_config import ResolvedSSH, resolve_ssh
 from .ssh_connect import connect_chain
 
-AGENT = ["-m", "dglctl.agent"]
+AGENT = ["-m", AGENT_MODULE]
 OPENSSH_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting ssh
 
 

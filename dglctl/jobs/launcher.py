@@ -19,14 +19,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..agent.protocol import lease_seconds, renew_interval
 from ..config import ClusterConfig, Host
 from ..display import Display, Progress, human_bytes
 from ..errors import ConfigError, Interrupted, JobFailed, PreflightError, user_facing
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
+from ..hosts.netif import interface_of
 from ..hosts.transport import Transport, make_transport
-from ..lease import lease_seconds, renew_interval
-from ..netif import interface_of
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import JobPlan, LaunchOptions, ProcSpec, plan_job, select_hosts

@@ -6,7 +6,7 @@ process is the runtime's contract (``runtime.env.RuntimeEnv``) plus, for trainer
 torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
 MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_ERROR_FILE), an OMP_NUM_THREADS
 default from the host's cores, and GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME naming the
-interface of the host's data address (``dglctl.netif`` says why).
+interface of the host's data address (``hosts/netif.py`` says why).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Renewing a supervised job's lease on every host (see ``dglctl.lease``) from a thread, so
+"""Renewing a supervised job's lease on every host (see ``agent/lease.py``) from a thread, so
 that nothing the launcher does in between (copies, starts, a slow host) lets it lapse."""
 
 from __future__ import annotations

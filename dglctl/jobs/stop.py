@@ -9,12 +9,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..agent.protocol import GRACE_SECONDS
 from ..display import Display
 from ..hosts.agent_client import AgentClient, StopReport
 from ..hosts.group import fan_out
 from .manifest import JobManifest, JobState
-
-GRACE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)

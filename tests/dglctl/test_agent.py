@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dglctl.proc_groups import alive as _alive
+from dglctl.agent.proc_groups import alive as _alive
 from tests.conftest import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
@@ -42,7 +42,7 @@ def test_a_running_group_is_alive():
 
 
 def test_prune_removes_what_is_not_kept_and_never_follows_links(tmp_path):
-    from dglctl.agent import main
+    from dglctl.agent.__main__ import main
 
     root, outside = tmp_path / "copy", tmp_path / "outside"
     (root / "pkg" / "old").mkdir(parents=True)
@@ -61,8 +61,8 @@ def test_prune_removes_what_is_not_kept_and_never_follows_links(tmp_path):
 def test_prune_leaves_copies_in_flight(tmp_path):
     """On a workspace that hosts share (an NFS home), one host prunes while another's copy
     of the same project is still under way: its private temporary folders stay."""
-    from dglctl.agent import main
-    from dglctl.agent_args import COPY_TEMP_PREFIX
+    from dglctl.agent.__main__ import main
+    from dglctl.agent.protocol import COPY_TEMP_PREFIX
 
     root = tmp_path / "copy"
     flight = root / "pkg" / f"{COPY_TEMP_PREFIX}123-abcd"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dglctl import agent
+from dglctl.agent import processes as agent
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dglctl import agent
+from dglctl.agent import __main__ as agent
 from dglctl.config import load_cluster_config
 from dglctl.display import Display
 from dglctl.errors import (

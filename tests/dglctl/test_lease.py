@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dglctl.agent.protocol import lease_seconds
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
-from dglctl.lease import lease_seconds
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 (a fixture)

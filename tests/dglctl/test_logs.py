@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dglctl.agent_logs import MARK, read_log, since_start, tail_lines, tail_start, utf8_cut
+from dglctl.agent.logs import MARK, read_log, since_start, tail_lines, tail_start, utf8_cut
 from dglctl.cli import main
 from dglctl.display import use_colour
 from dglctl.jobs.manifest import JobManifest
@@ -307,7 +307,7 @@ def test_since_starts_at_the_last_mark_before_it(tmp_path):
 
 @pytest.mark.unit
 def test_marks_one_a_second_and_two_per_unchanged_size(tmp_path, monkeypatch):
-    import dglctl.agent_logs as agent_logs
+    import dglctl.agent.logs as agent_logs
 
     log = tmp_path / "t.log"
     now = [100.0]

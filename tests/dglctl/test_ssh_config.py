@@ -1,6 +1,7 @@
 """SSH the way people configure it: hosts named only by ~/.ssh/config aliases (each with its
 own port and key), a host behind a jump host, a host key only in a system-wide known-hosts
-file; commands, SFTP and the system ssh all log in the same way. Two real OpenSSH servers on loopback."""
+file; commands, SFTP and the system ssh all log in the same way. Two real OpenSSH servers on
+loopback."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import yaml
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.errors import AuthFailed, ConfigError, UnknownHostKey
+from dglctl.hosts.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
-from dglctl.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.sshd import ADDRESSES, reach, refused, start_sshd

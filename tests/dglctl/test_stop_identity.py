@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dglctl import agent
+from dglctl.agent import __main__ as agent
 from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.hosts.agent_client import AgentClient, ProcStatus
@@ -189,7 +189,7 @@ def test_a_group_of_another_user_is_reported_not_a_crash(agent_job, capsys):
     capsys.readouterr()
     # Undone before the fixture kills the process (its finalizer needs the real killpg).
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(agent.os, "killpg", not_yours)
+        mp.setattr(os, "killpg", not_yours)  # the os module the agent signals through
         assert agent.main(argv) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["denied"] == [rec.name]

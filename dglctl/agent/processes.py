@@ -1,18 +1,14 @@
-"""The host agent: what dglctl runs on each host (``python -m dglctl.agent CMD``), local or SSH.
-
-Every launcher action on a host is one short agent call that prints JSON: preflight checks,
-file checksums (``agent_files``), starting a process detached in its own session, probing the
-job's processes, stopping them, reading new log lines. One code path serves the local
-transport and SSH.
+"""The job's processes on this host: ``start`` one detached under the wrapper, the wrapper
+itself (``wrap``), ``probe`` their states, ``stop`` them, ``renew`` the lease, and whether the
+servers ``listen`` yet.
 
 Each started process runs under a small wrapper (``agent wrap``) that leads its own process
 group, records the child's pid, and writes the child's exit status when it ends, so the
 launcher can tell "exited with code 3" from "killed by signal 9" from "missing". Pids are
 recycled: the agent records who leads each group (start time, boot), and a stop signals a group
-only while that leader still does. What it writes is private: folders 0700, files 0600.
-
-A supervised job's wrappers also watch the job's lease (``dglctl.lease``): when the launcher
-stops renewing it, they end their processes and remove the job's shared memory themselves.
+only while that leader still does. A supervised job's wrappers also watch the job's lease
+(``agent/lease.py``): when the launcher stops renewing it, they end their processes and remove
+the job's shared memory themselves.
 """
 
 from __future__ import annotations
@@ -30,12 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agent_args import SSH_ARRIVAL
-from .agent_files import cmd_checksums, cmd_prune  # noqa: F401 (run() dispatches by name)
-from .agent_logs import read_logs, tail_lines
-from .lease import LEASE_NAME, LEASE_TIMEOUTS, LeaseWatch, renew
+from .lease import LeaseWatch, renew
 from .lease import age as lease_age
-from .netif import interfaces
 from .proc_groups import (
     alive,
     identity,
@@ -46,107 +38,32 @@ from .proc_groups import (
     signal_groups,
     wait_ended,
 )
-
-JOBS_DIR = "jobs"
-
-
-def _job_dir(workspace: str, job: str) -> Path:
-    return Path(os.path.expanduser(workspace)) / JOBS_DIR / job
-
-
-def _private_dir(folder: Path) -> Path:
-    """``folder``, created if missing, entered by its owner only (0700, whatever the umask)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if (folder.stat().st_mode & 0o777) != 0o700:
-        os.chmod(folder, 0o700)  # also one the launcher's copies created before
-    return folder
+from .protocol import (
+    AGENT_MODULE,
+    LEASE_NAME,
+    LEASE_TIMEOUTS,
+    ProcState,
+    ProcStatus,
+    Started,
+    StopReport,
+)
+from .workspace import job_dir, open_private, private_dir, read_json, write_private
 
 
-def _open_private(path: Path, flags: int) -> int:
-    """Open ``path`` for writing, created 0600 if missing, and exactly 0600 either way."""
-    fd = os.open(path, flags | os.O_WRONLY | os.O_CREAT, 0o600)
-    os.fchmod(fd, 0o600)  # the umask may take the owner's bits; an old file may have more
-    return fd
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically, 0600 before a byte is written."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    with os.fdopen(_open_private(tmp, os.O_EXCL), "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-# --- preflight ---------------------------------------------------------------------------------
-def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
-    """Python and dglctl versions, busy ports on the bind address, free disk, writable workspace."""
-    from dglctl import __version__
-
-    ws = Path(os.path.expanduser(args.workspace))
-    writable = True
-    try:
-        ws.mkdir(parents=True, exist_ok=True)
-        # Private before the launcher copies anything there (the env files hold the token).
-        _private_dir(ws / JOBS_DIR)
-        probe = ws / f".write-test-{os.getpid()}"
-        probe.write_text("x")
-        probe.unlink()
-    except OSError:
-        writable = False
-    busy, bind_error, bind = [], None, args.bind
-    if bind == SSH_ARRIVAL:
-        # sshd's "client-ip client-port server-ip server-port": the address this host was
-        # reached at, the one the cluster's network knows it by.
-        words = os.environ.get("SSH_CONNECTION", "").split()
-        bind = words[2] if len(words) == 4 else ""
-        if not bind:
-            bind_error = "not reached over SSH (no SSH_CONNECTION): its address is not known"
-    if bind_error is None:
-        with socket.socket() as s:
-            try:
-                s.bind((bind, 0))
-            except OSError as e:  # not an address of this host: no port of it is worth probing
-                bind_error = e.strerror or str(e)
-    ports = [int(p) for p in args.ports.split(",") if p] if bind_error is None else []
-    for port in ports:
-        with socket.socket() as s:
-            # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((bind, port))
-            except OSError:
-                busy.append(port)
-    free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
-    return {"python": sys.version.split()[0], "executable": sys.executable, "dglctl": __version__,
-            "ports_busy": busy, "bind_address": bind, "bind_error": bind_error,
-            "disk_free": free, "workspace": str(ws),
-            "workspace_writable": writable, "hostname": socket.gethostname(),
-            "cpus": len(os.sched_getaffinity(0)), "interfaces": interfaces()}
-
-
-# --- processes ---------------------------------------------------------------------------------
 def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
     """Start ``argv`` detached (own session) under the wrapper; return the group id, after
     recording who leads it (``NAME.leader.json``)."""
-    job = _job_dir(args.workspace, args.job)
-    _private_dir(job.parent)
-    _private_dir(job)
+    job = job_dir(args.workspace, args.job)
+    private_dir(job.parent)
+    private_dir(job)
     name = args.name
     env = dict(os.environ)
     env_file = job / f"{name}.env.json"
     if env_file.exists():
         env.update(json.loads(env_file.read_text()))
         env_file.unlink()  # the job token is in it: keep it on disk no longer than needed
-    log = _open_private(job / f"{name}.log", os.O_APPEND)
-    wrapper = [sys.executable, "-m", "dglctl.agent", "wrap", "--rc", str(job / f"{name}.rc"),
+    log = open_private(job / f"{name}.log", os.O_APPEND)
+    wrapper = [sys.executable, "-m", AGENT_MODULE, "wrap", "--rc", str(job / f"{name}.rc"),
                "--pidfile", str(job / f"{name}.pid")]
     if args.lease is not None:
         renew(job / LEASE_NAME)  # the lease runs from now, whenever the launcher renews next
@@ -161,8 +78,8 @@ def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
     # Read while the wrapper is this process's child: even if it has exited already, it is
     # not reaped before this agent exits, so its pid cannot name another process yet.
     leader = identity(proc.pid)
-    _write_private(job / f"{name}.leader.json", json.dumps(leader))
-    return {"pgid": proc.pid, "log": str(job / f"{name}.log"), "leader": leader}
+    write_private(job / f"{name}.leader.json", json.dumps(leader))
+    return Started(proc.pid, str(job / f"{name}.log"), leader).to_json()
 
 
 def cmd_wrap(args: argparse.Namespace) -> int:
@@ -170,7 +87,7 @@ def cmd_wrap(args: argparse.Namespace) -> int:
     lease, end the child (and its group) when the lease has been silent too long."""
     # The cluster YAML may name the program under "~" (python: ~/venvs/x/bin/python).
     child = subprocess.Popen([os.path.expanduser(args.argv[0]), *args.argv[1:]])
-    _write_private(Path(args.pidfile), str(child.pid))
+    write_private(Path(args.pidfile), str(child.pid))
     # A signal to the group reaches the child directly; the wrapper only waits for it.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
@@ -181,7 +98,7 @@ def cmd_wrap(args: argparse.Namespace) -> int:
         code, silent = _wait_leased(child, args)
         if silent is not None:
             record["lease_expired"] = round(silent, 1)
-    _write_private(Path(args.rc), json.dumps({"code": code, "time": time.time(), **record}))
+    write_private(Path(args.rc), json.dumps({"code": code, "time": time.time(), **record}))
     return 0
 
 
@@ -233,44 +150,50 @@ def _remove_job_files(job_id: str, shm_dir: str | None) -> int:
 
 def _leader(job: Path, name: str, pgid: int) -> str:
     """Whether group ``pgid`` is still the one the agent started as ``name`` (see
-    :func:`~dglctl.proc_groups.leader_state`)."""
-    return leader_state(_read_json(job / f"{name}.leader.json"), pgid)
+    :func:`~dglctl.agent.proc_groups.leader_state`)."""
+    return leader_state(read_json(job / f"{name}.leader.json"), pgid)
 
 
 def _state(job: Path, name: str, pgid: int) -> dict[str, Any]:
+    """The agent's JSON of process ``name``'s state (``_proc_state``)."""
+    return _proc_state(job, name, pgid).to_json()
+
+
+def _proc_state(job: Path, name: str, pgid: int) -> ProcState:
+    """What the job's files here and the process table say of process ``name``."""
     out: dict[str, Any] = {"name": name, "pgid": pgid}
-    rc = _read_json(job / f"{name}.rc")
+    rc = read_json(job / f"{name}.rc")
     if rc is None and alive(pgid) and _leader(job, name, pgid) != "other":
         pid_text = (job / f"{name}.pid").read_text() if (job / f"{name}.pid").exists() else ""
-        out["state"] = "running"
+        out["state"] = ProcStatus.RUNNING
         out["lease_age"] = lease_age(job / LEASE_NAME)  # None: no lease (detached)
         if pid_text.strip().isdigit():
             out.update(pid=int(pid_text), **proc_stats(int(pid_text)))
-        return out
+        return ProcState(**out)
     if rc is None:
         # The wrapper writes the exit status and then exits: between the first read and the
         # liveness check it may have done both, so only a second read tells "exited" from
         # "killed together with its wrapper" (a clean job was once reported as missing).
-        rc = _read_json(job / f"{name}.rc")
+        rc = read_json(job / f"{name}.rc")
     if rc is None:
-        out["state"] = "missing"  # no exit status and no process: killed with its wrapper
-        return out
+        # No exit status and no process: killed with its wrapper.
+        return ProcState(**out, state=ProcStatus.MISSING)
     code = rc["code"]
-    out.update(state="exited" if code >= 0 else "killed",
+    out.update(state=ProcStatus.EXITED if code >= 0 else ProcStatus.KILLED,
                code=code if code >= 0 else None, signal=-code if code < 0 else None,
                ended=rc["time"], lease_expired=rc.get("lease_expired"))
-    if code != 0 and isinstance(err := _read_json(job / f"{name}.error.json"), dict):
+    if code != 0 and isinstance(err := read_json(job / f"{name}.error.json"), dict):
         m = err.get("message") if isinstance(err.get("message"), dict) else {}
         out["error"] = {"message": str(m.get("message", ""))[:2000], "file": m.get("file"),
                         "line": m.get("line")}  # the uncaught exception (runtime.error_file)
     if alive(pgid) and _leader(job, name, pgid) != "other":
         out["stragglers"] = True  # the child ended but something else of its group lives on
-    return out
+    return ProcState(**out)
 
 
 def cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
     """State of each named process of the job on this host."""
-    job = _job_dir(args.workspace, args.job)
+    job = job_dir(args.workspace, args.job)
     procs = json.loads(args.procs)  # {name: pgid}
     return {name: _state(job, name, int(pgid)) for name, pgid in procs.items()}
 
@@ -289,8 +212,8 @@ def cmd_listening(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_renew(args: argparse.Namespace) -> dict[str, Any]:
     """Renew the job's lease here (its supervising launcher does, every half timeout)."""
-    job = _job_dir(args.workspace, args.job)
-    renew(_private_dir(job) / LEASE_NAME)
+    job = job_dir(args.workspace, args.job)
+    renew(private_dir(job) / LEASE_NAME)
     return {"renewed": time.time()}
 
 
@@ -298,7 +221,7 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     """TERM each recorded group that still runs as the job's, KILL after the grace period,
     remove the job's shared memory (in --shm-dir: the DGLCTL_SHM_DIR its processes were
     given; default /dev/shm) and its trainers' sampler socket folders."""
-    job = _job_dir(args.workspace, args.job)
+    job = job_dir(args.workspace, args.job)
     procs = {name: int(pgid) for name, pgid in json.loads(args.procs).items()}
     targets, skipped = _stoppable(job, procs)
     signalled, denied = signal_groups(targets, signal.SIGTERM)
@@ -313,9 +236,9 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     shm_removed = _remove_job_files(args.job, args.shm_dir)
     live = live_groups(targets.values())
     survivors = [n for n, g in targets.items() if g in live and n not in refused]
-    return {"terminated": signalled, "killed": killed, "shm_removed": shm_removed,
-            "survivors": survivors, "denied": denied + refused, "skipped": skipped,
-            "states": {n: _state(job, n, g) for n, g in procs.items()}}
+    return StopReport(terminated=signalled, killed=killed, shm_removed=shm_removed,
+                      survivors=survivors, denied=denied + refused, skipped=skipped,
+                      states={n: _proc_state(job, n, g) for n, g in procs.items()}).to_json()
 
 
 def _stoppable(job: Path, procs: dict[str, int]) -> tuple[dict[str, int], dict[str, str]]:
@@ -333,45 +256,3 @@ def _stoppable(job: Path, procs: dict[str, int]) -> tuple[dict[str, int], dict[s
         else:
             targets[name] = pgid
     return targets, skipped
-
-
-def cmd_logs(args: argparse.Namespace) -> dict[str, Any]:
-    """New text of each log since its offset: at most --max bytes, never a cut character;
-    --tail N / --since T / --since-ago S start later: at its last N lines, at its lines since
-    time T (or S seconds ago, by this host's clock), placed by time marks (dglctl.agent_logs)."""
-    since = args.since if args.since_ago is None else time.time() - args.since_ago
-    return read_logs(_job_dir(args.workspace, args.job), json.loads(args.offsets), args.max,
-                     tail=args.tail, since=since)
-
-
-def cmd_tail(args: argparse.Namespace) -> dict[str, Any]:
-    """The last --lines lines of each named log."""
-    return tail_lines(_job_dir(args.workspace, args.job), json.loads(args.names), args.lines)
-
-
-def run(args: argparse.Namespace) -> Any:
-    """Run one parsed agent command (not ``wrap`` or ``serve``) and return its JSON result."""
-    return globals()[f"cmd_{args.cmd}"](args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Parse one agent command, run it, print its JSON result (``wrap`` returns the code;
-    ``serve`` answers commands from stdin until it closes)."""
-    from .agent_args import parser
-
-    args = parser().parse_args(argv)
-    if args.cmd == "wrap":
-        if args.argv and args.argv[0] == "--":
-            args.argv = args.argv[1:]
-        return cmd_wrap(args)
-    if args.cmd == "serve":
-        from .agent_serve import serve
-
-        return serve(run)
-    sys.stdout.write(json.dumps(run(args)))
-    sys.stdout.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

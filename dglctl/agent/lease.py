@@ -6,7 +6,9 @@ lease, and its wrappers wait for their processes alone.
 
 Silence is measured on the monotonic clock of the host that watches (a changed
 modification time counts as a renewal, whichever way the wall clock stepped), so clock
-corrections neither end a job nor keep an abandoned one alive. Standard library only.
+corrections neither end a job nor keep an abandoned one alive. Its name and timing
+(``LEASE_NAME``, ``lease_seconds``, ``renew_interval``) are in ``protocol.py``: the launcher
+renews what the agent watches.
 """
 
 from __future__ import annotations
@@ -14,20 +16,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-
-LEASE_NAME = "lease"
-LEASE_TIMEOUTS = 3  # a lease lasts this many job timeouts: two renewals may be lost
-RENEWALS_PER_TIMEOUT = 2
-
-
-def lease_seconds(timeout: float) -> float:
-    """How long a job with this ``timeout`` lives without a renewal."""
-    return LEASE_TIMEOUTS * timeout
-
-
-def renew_interval(timeout: float) -> float:
-    """How often a supervising launcher renews the lease of a job with this ``timeout``."""
-    return timeout / RENEWALS_PER_TIMEOUT
 
 
 def renew(path: Path) -> None:

@@ -1,5 +1,5 @@
 """The host agent's file commands (``checksums``, ``prune``): what the launcher asks of a
-host's copies of the shards and of the project; dispatched by ``dglctl.agent``."""
+host's copies of the shards and of the project."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .agent_args import COPY_TEMP_PREFIX
+from .protocol import COPY_TEMP_PREFIX, FileStat
 
 
 def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
@@ -23,10 +23,9 @@ def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
         p = root / rel
         if not p.is_file():
             out[rel] = None
-        elif args.sizes_only:
-            out[rel] = {"size": p.stat().st_size}
         else:
-            out[rel] = {"size": p.stat().st_size, "xxh3_128": file_checksum(p)}
+            size = p.stat().st_size
+            out[rel] = FileStat(size, None if args.sizes_only else file_checksum(p)).to_json()
     return out
 
 

@@ -1,5 +1,4 @@
-"""Reading a job's logs on its host, for the agent's ``logs`` and ``tail`` commands (stdlib
-only: it runs on every host, as the agent does).
+"""Reading a job's logs on its host: the agent's ``logs`` and ``tail`` commands.
 
 A read returns at most ``max_bytes`` of one log, never ending inside a UTF-8 character, with
 the offset after it and the log's size, so the launcher reads on until it has everything.
@@ -16,14 +15,18 @@ the last write, nothing more), and a T before the process started means the whol
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import struct
 import time
 from pathlib import Path
 from typing import Any
 
+from .protocol import MARK_EVERY, LogChunk
+from .workspace import job_dir
+
 MARK = struct.Struct("<dd")  # (time.time(), size of the log in bytes)
-MARK_EVERY = 1.0  # seconds: at most one mark per log per second
 BLOCK = 64 * 1024  # bytes read at a time when scanning back for line starts
 TAIL_MAX = 1 << 20  # bytes: what ``tail`` returns at most (the end of an overlong line)
 
@@ -141,7 +144,7 @@ def read_log(log: Path, offset: int, max_bytes: int, *, tail: int | None = None,
     try:
         f = open(log, "rb")  # noqa: SIM115 - closed below, after every branch
     except FileNotFoundError:
-        return {"offset": offset, "text": "", "size": 0, "start": offset, "mark": None}
+        return LogChunk(offset, "", size=0, start=offset).to_json()
     with f:
         size = os.fstat(f.fileno()).st_size
         add_mark(log, size)
@@ -156,8 +159,8 @@ def read_log(log: Path, offset: int, max_bytes: int, *, tail: int | None = None,
     # A character cut by max_bytes, or still being written, is left for the next read (a
     # log that ends in a broken character never shows those last 1-3 bytes).
     data = data[:utf8_cut(data)]
-    return {"offset": start + len(data), "text": data.decode("utf-8", "replace"),
-            "size": size, "start": start, "mark": mark}
+    return LogChunk(start + len(data), data.decode("utf-8", "replace"), size=size, start=start,
+                    mark=mark).to_json()
 
 
 def read_logs(job: Path, offsets: dict[str, int], max_bytes: int, *, tail: int | None = None,
@@ -183,3 +186,17 @@ def tail_lines(job: Path, names: list[str], lines: int) -> dict[str, list[str]]:
         if out[name] == [""]:
             out[name] = []
     return out
+
+
+def cmd_logs(args: argparse.Namespace) -> dict[str, Any]:
+    """New text of each log since its offset: at most --max bytes, never a cut character;
+    --tail N / --since T / --since-ago S start later: at its last N lines, at its lines since
+    time T (or S seconds ago, by this host's clock), placed by time marks (see above)."""
+    since = args.since if args.since_ago is None else time.time() - args.since_ago
+    return read_logs(job_dir(args.workspace, args.job), json.loads(args.offsets), args.max,
+                     tail=args.tail, since=since)
+
+
+def cmd_tail(args: argparse.Namespace) -> dict[str, Any]:
+    """The last --lines lines of each named log."""
+    return tail_lines(job_dir(args.workspace, args.job), json.loads(args.names), args.lines)

@@ -2,7 +2,7 @@
 launcher writes one command per line (a JSON list of its argv words) and reads one JSON line
 back, ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``. Polling a host then
 costs a line each way instead of an interpreter's start. It exits when its stdin closes: a
-launcher that dies (or its SSH connection) takes it along. Standard library only."""
+launcher that dies (or its SSH connection) takes it along."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-NOT_SERVED = ("wrap", "serve")
+from .protocol import NOT_SERVED
 
 
-def answer(line: bytes, run: Callable[[argparse.Namespace], Any]) -> dict[str, Any]:
-    """The reply to one request line."""
-    from .agent_args import parser
-
+def answer(line: bytes, run: Callable[[argparse.Namespace], Any],
+           parser: Callable[[], argparse.ArgumentParser]) -> dict[str, Any]:
+    """The reply to one request line: ``parser()``'s command, run by ``run``."""
     try:
         argv = json.loads(line)
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
@@ -35,12 +34,13 @@ def answer(line: bytes, run: Callable[[argparse.Namespace], Any]) -> dict[str, A
                 "traceback": traceback.format_exc()[-4000:]}
 
 
-def serve(run: Callable[[argparse.Namespace], Any]) -> int:
-    """Answer requests from stdin until it closes."""
+def serve(run: Callable[[argparse.Namespace], Any],
+          parser: Callable[[], argparse.ArgumentParser]) -> int:
+    """Answer requests from stdin until it closes (commands as ``parser()`` reads them)."""
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
-        out.write(json.dumps(answer(line, run)).encode() + b"\n")
+        out.write(json.dumps(answer(line, run, parser)).encode() + b"\n")
         out.flush()
     return 0

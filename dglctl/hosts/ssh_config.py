@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 DEFAULT_CONFIG = "~/.ssh/config"
 SYSTEM_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")

@@ -1,19 +1,43 @@
-"""The host agent's command line (``python -m dglctl.agent CMD ...``): one sub-command per
-agent action; ``serve`` answers the same commands, one JSON line each, over stdin/stdout."""
+"""The host agent: what dglctl runs on each host (``python -m dglctl.agent CMD``), local or SSH.
+
+Every launcher action on a host is one agent command that prints JSON (``protocol.py`` holds
+the replies, shared with ``hosts/agent_client.py``): preflight checks (``preflight.py``),
+file checksums and prune (``files.py``), starting, probing and stopping the job's processes
+(``processes.py``, under the wrapper and the lease: ``lease.py``, ``proc_groups.py``),
+reading new log lines (``logs.py``). ``serve`` answers the same commands as JSON lines for a
+job's life (``serve.py``). One code path serves the local transport and SSH.
+
+What the agent imports: the standard library, its own modules, dglctl's version, and two
+leaves of the other packages that name what it handles on the host: ``partitioner.format``'s
+file checksum and ``runtime.store.shm``'s names of a job's shared memory
+(``tests/test_layers.py`` checks it).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
 
-SSH_ARRIVAL = "@ssh"  # preflight --bind: the address the host's SSH connection arrived at
-# A copy in flight over SSH: its private folder beside the destination (hosts.transport),
-# which prune leaves alone (on a shared workspace, another host's copy may be under way).
-COPY_TEMP_PREFIX = ".dglctl-tmp"
+from .files import cmd_checksums, cmd_prune
+from .logs import cmd_logs, cmd_tail
+from .preflight import cmd_preflight
+from .processes import cmd_listening, cmd_probe, cmd_renew, cmd_start, cmd_stop, cmd_wrap
+from .protocol import AGENT_MODULE, GRACE_SECONDS, SSH_ARRIVAL
+
+# Each command the agent answers with JSON (``wrap`` and ``serve`` run instead: see main).
+COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "preflight": cmd_preflight, "checksums": cmd_checksums, "prune": cmd_prune,
+    "start": cmd_start, "listening": cmd_listening, "renew": cmd_renew, "probe": cmd_probe,
+    "stop": cmd_stop, "logs": cmd_logs, "tail": cmd_tail,
+}
 
 
 def parser() -> argparse.ArgumentParser:
     """The agent's argument parser."""
-    p = argparse.ArgumentParser(prog="python -m dglctl.agent")
+    p = argparse.ArgumentParser(prog=f"python -m {AGENT_MODULE}")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("preflight")
     s.add_argument("--workspace", required=True)
@@ -32,13 +56,13 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument(a, required=True)
     s.add_argument("--lease", type=float, default=None,
                    help="end the process when the job's lease is silent this many seconds")
-    s.add_argument("--grace", type=float, default=10.0)
+    s.add_argument("--grace", type=float, default=GRACE_SECONDS)
     s = sub.add_parser("wrap")
     s.add_argument("--rc", required=True)
     s.add_argument("--pidfile", required=True)
     s.add_argument("--lease", default=None, help="the lease file to watch")
     s.add_argument("--lease-seconds", type=float, default=30.0)
-    s.add_argument("--grace", type=float, default=10.0)
+    s.add_argument("--grace", type=float, default=GRACE_SECONDS)
     s.add_argument("--job", default="")
     s.add_argument("--shm-dir", default="")
     s.add_argument("argv", nargs=argparse.REMAINDER)
@@ -52,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name)
         for a in ("--workspace", "--job", "--procs"):
             s.add_argument(a, required=True)
-        s.add_argument("--grace", type=float, default=10.0)
+        s.add_argument("--grace", type=float, default=GRACE_SECONDS)
         if name == "stop":
             s.add_argument("--shm-dir", default=None,
                            help="the job's shared-memory folder [default: /dev/shm]")
@@ -70,3 +94,29 @@ def parser() -> argparse.ArgumentParser:
                            help="start at the lines written this many seconds ago")
     sub.add_parser("serve", help="answer commands given as JSON lines on stdin, until EOF")
     return p
+
+
+def run(args: argparse.Namespace) -> Any:
+    """Run one parsed agent command (not ``wrap`` or ``serve``) and return its JSON result."""
+    return COMMANDS[args.cmd](args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse one agent command, run it, print its JSON result (``wrap`` returns the code;
+    ``serve`` answers commands from stdin until it closes)."""
+    args = parser().parse_args(argv)
+    if args.cmd == "wrap":
+        if args.argv and args.argv[0] == "--":
+            args.argv = args.argv[1:]
+        return cmd_wrap(args)
+    if args.cmd == "serve":
+        from .serve import serve
+
+        return serve(run, parser)
+    sys.stdout.write(json.dumps(run(args)))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The agent's ``preflight``: what a host has before a launch (Python and dglctl versions,
+busy ports on the data address, free disk, a writable workspace, CPUs, the interfaces and
+their addresses, for ``hosts/netif.py`` to name the one that carries the data address)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+from .protocol import JOBS_DIR, SSH_ARRIVAL, PreflightReport
+from .workspace import private_dir
+
+SIOCGIFADDR = 0x8915  # <linux/sockios.h>: an interface's (primary) IPv4 address
+
+
+def interfaces() -> dict[str, str]:
+    """``{IPv4 address: interface name}`` for the interfaces that have one; {} when unknown."""
+    try:
+        import fcntl
+    except ImportError:  # not a Unix
+        return {}
+    found: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            with contextlib.suppress(OSError):  # down or without an IPv4 address
+                raw = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+                found[socket.inet_ntoa(raw[20:24])] = name
+    return found
+
+
+def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
+    """Python and dglctl versions, busy ports on the bind address, free disk, writable workspace."""
+    from dglctl import __version__
+
+    ws = Path(os.path.expanduser(args.workspace))
+    writable = True
+    try:
+        ws.mkdir(parents=True, exist_ok=True)
+        # Private before the launcher copies anything there (the env files hold the token).
+        private_dir(ws / JOBS_DIR)
+        probe = ws / f".write-test-{os.getpid()}"
+        probe.write_text("x")
+        probe.unlink()
+    except OSError:
+        writable = False
+    busy, bind_error, bind = [], None, args.bind
+    if bind == SSH_ARRIVAL:
+        # sshd's "client-ip client-port server-ip server-port": the address this host was
+        # reached at, the one the cluster's network knows it by.
+        words = os.environ.get("SSH_CONNECTION", "").split()
+        bind = words[2] if len(words) == 4 else ""
+        if not bind:
+            bind_error = "not reached over SSH (no SSH_CONNECTION): its address is not known"
+    if bind_error is None:
+        with socket.socket() as s:
+            try:
+                s.bind((bind, 0))
+            except OSError as e:  # not an address of this host: no port of it is worth probing
+                bind_error = e.strerror or str(e)
+    ports = [int(p) for p in args.ports.split(",") if p] if bind_error is None else []
+    for port in ports:
+        with socket.socket() as s:
+            # As ZeroMQ does: a port held only by TIME_WAIT leftovers is free to listen on.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((bind, port))
+            except OSError:
+                busy.append(port)
+    free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
+    return PreflightReport(
+        python=sys.version.split()[0], executable=sys.executable, dglctl=__version__,
+        ports_busy=frozenset(busy), bind_address=bind, bind_error=bind_error, disk_free=free,
+        workspace=str(ws), workspace_writable=writable, hostname=socket.gethostname(),
+        cpus=len(os.sched_getaffinity(0)), interfaces=interfaces()).to_json()
