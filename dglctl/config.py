@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
+from runtime.rpc.ip_config import DEFAULT_PORT as DEFAULT_PORT_BASE  # DGL's 30050
+
 from .errors import ConfigError
 
-DEFAULT_PORT_BASE = 30050
 TRANSPORTS = ("local", "ssh")
 
 

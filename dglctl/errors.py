@@ -11,10 +11,13 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-EXIT_FAILURE = 1  # a job or a host failed at run time
-EXIT_USAGE = 2  # bad input, bad option, bad config: the user can fix it
-EXIT_INTEGRITY = 3  # a file does not match its checksum
-EXIT_INTERNAL = 70  # a bug in dglctl (EX_SOFTWARE)
+# The project's exit codes live in the lowest package (partitioner.errors); dglctl adds the
+# codes of a launcher that ends on a signal.
+from partitioner.errors import EXIT_FAILURE as EXIT_FAILURE
+from partitioner.errors import EXIT_INTEGRITY as EXIT_INTEGRITY
+from partitioner.errors import EXIT_INTERNAL as EXIT_INTERNAL
+from partitioner.errors import EXIT_USAGE as EXIT_USAGE
+
 EXIT_SIGNAL_BASE = 128  # ended on signal N: 128 + N, as shells report it
 EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # Ctrl-C: 130
 

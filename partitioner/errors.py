@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-EXIT_FAILURE = 1  # the machine failed the run (e.g. the disk is full): fix it and run again
-EXIT_USAGE = 2  # bad input or options: the user can fix them
+# The exit codes of every command of the project, here in the lowest package; the runtime's
+# and dglctl's errors import them (dglctl adds the codes of ending on a signal).
+EXIT_FAILURE = 1  # a run failed: a job, a host, a peer, or the machine (e.g. the disk is full)
+EXIT_USAGE = 2  # bad input, options or configuration: the user can fix them
 EXIT_INTEGRITY = 3  # a file does not match its recorded checksum or size
+EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 
 
 class PartitionerError(Exception):

@@ -8,11 +8,11 @@ Errors cross the wire as ``{type, message, hint}`` and are raised again as the s
 
 from __future__ import annotations
 
+# The project's exit codes live in the lowest package; re-exported for the runtime's users.
+from partitioner.errors import EXIT_FAILURE as EXIT_FAILURE
+from partitioner.errors import EXIT_INTERNAL as EXIT_INTERNAL
+from partitioner.errors import EXIT_USAGE as EXIT_USAGE
 from partitioner.errors import PartitionerError
-
-EXIT_FAILURE = 1  # a job, host or peer failed
-EXIT_USAGE = 2  # bad input or configuration: the user can fix it
-EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 
 
 class DistError(Exception):
