@@ -32,6 +32,8 @@ sshd:
 demo: $(STAMP)
 	$(BIN)/python -m dglctl.demo
 
+# tests/bench runs every benchmark figure on a tiny graph (python -m bench.figures --smoke),
+# so a benchmark that breaks fails the suite.
 test: $(STAMP) sshd
 	$(BIN)/python -m pytest -q tests
 
@@ -49,12 +51,12 @@ layers: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_layers.py
 
 bench: $(STAMP)
-	$(BIN)/python bench/partition_bench.py
+	$(BIN)/python -m bench.partition_bench
 
 # Every figure (partition, sampling, pull, training, launch, accuracy parity) with its same-run
 # baseline: bench-out/figures/figures.{json,md} and PNGs. About 1M nodes; add --quick for 100k.
 figures: $(BENCH_STAMP)
-	$(BIN)/python bench/figures.py --out bench-out/figures $(FIGURES_ARGS)
+	$(BIN)/python -m bench.figures --out bench-out/figures $(FIGURES_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo-out

@@ -2,6 +2,8 @@
 against 2 parts x 2 trainers launched by `dglctl launch` on a local 2-host cluster (one sampler
 process per trainer, like configs/local.yaml). Same graph, seed, epochs, fan-out, learning rate
 and global batch (each of the 4 trainers takes a quarter). Goal: within 1 point of test accuracy.
+
+    python -m bench.accuracy_bench [--nodes N] [--epochs E]   (from the repository root)
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.launch_bench import cli_env, local_cluster_file  # noqa: E402
+from bench.common import REPO, prepare_parts
+from bench.jobs import cli_env, local_cluster_file
 
 
 def _accuracy(out: str) -> float:
@@ -71,7 +71,6 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
-    from bench.runtime_bench import prepare_parts
     from partitioner.generate import generate_graph
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-parity-"))

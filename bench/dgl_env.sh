@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (once) a separate venv with DGL 1.1.3 for side-by-side benchmarks; print its python.
-# DGL is never a dependency of dglctl: this venv is only for bench/sampling_vs_dgl.py.
+# DGL is never a dependency of dglctl: this venv is only for the side-by-side benchmarks
+# (python -m bench.sampling_vs_dgl, python -m bench.dist_vs_dgl; bench/common.py finds it).
 #   bench/dgl_env.sh            # venv at ${DGL_VENV:-/tmp/dgl-venv}
 #   DGL_VENV=~/dgl bench/dgl_env.sh
 set -euo pipefail

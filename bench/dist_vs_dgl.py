@@ -16,8 +16,8 @@ epoch time at most 0.5x DGL's, sampling rate at least 2.5x, pull rate at least 2
 accuracy and loss curve at parity (round i seeds both models with i). Needs root (unshare,
 mount) and the DGL venv (bench/dgl_env.sh, created on first use).
 
-    python bench/dist_vs_dgl.py                      # 1M nodes, 3 rounds
-    python bench/dist_vs_dgl.py --nodes 200000 --rounds 1 --json
+    python -m bench.dist_vs_dgl                      # 1M nodes, 3 rounds
+    python -m bench.dist_vs_dgl --nodes 200000 --rounds 1 --json
 """
 
 from __future__ import annotations
@@ -37,11 +37,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.dgl_imports import write_runtime_variant  # noqa: E402
-from tests.runtime.conftest import free_port_range  # noqa: E402
+from bench.common import REPO, dgl_python
+from bench.dgl_imports import write_runtime_variant
+from bench.jobs import cli_env, free_base
 
 SCRIPT = REPO / "bench" / "scripts" / "dist_bench.py"
 IPS = ["127.0.0.1", "127.0.0.2"]
@@ -56,13 +54,6 @@ FIGURES = [
     ("fetch s (in epoch)", ("train", "split", "fetch"), "time", None),
     ("start to finish s", ("wall_s",), "time", None),
 ]
-
-
-def dgl_python() -> Path:
-    """The DGL venv's python (bench/dgl_env.sh creates the venv the first time)."""
-    out = subprocess.run(["bash", str(REPO / "bench" / "dgl_env.sh")], check=True,
-                         stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def prepare(work: Path, nodes: int, avg_degree: float, feat_dim: int,
@@ -106,10 +97,10 @@ def run_dgl(work: Path, dgl_py: Path, part_config: Path, script_args: list[str],
             timeout: float) -> dict[str, Any]:
     """One run of the script under DGL: two emulated machines, each in its own namespace."""
     ip_config = work / "dgl_ip_config.txt"
-    port = free_port_range(IPS, 1)
+    port = free_base(IPS, 1)
     ip_config.write_text("".join(f"{ip} {port}\n" for ip in IPS))
     env = {**os.environ, "DGLBACKEND": "pytorch", "PYTHONPATH": "",
-           "BENCH_MASTER_PORT": str(free_port_range(["127.0.0.1"], 1))}
+           "BENCH_MASTER_PORT": str(free_base(["127.0.0.1"], 1))}
     mount = 'mount -t tmpfs -o size=16g tmpfs /dev/shm && exec "$@"'
     procs, logs = [], []
     t0 = time.perf_counter()
@@ -150,7 +141,7 @@ def run_ours(work: Path, part_config: Path, script_args: list[str],
                    trainers_per_host=1, samplers_per_trainer=0, servers_per_host=1)
     cluster["env"] = {**cluster.get("env", {}), "OMP_NUM_THREADS": "1"}
     (work / "cluster.yaml").write_text(yaml.safe_dump(cluster))
-    env = {**os.environ, "DGLCTL_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
+    env = cli_env(work)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "dglctl", "-q", "launch", str(variant), "--cluster",

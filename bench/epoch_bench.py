@@ -6,6 +6,8 @@ fanouts [10, 25], batch 1000, 50 steps per trainer. Prints the epoch time and it
 (sampling, feature fetch, forward, backward, gradient all-reduce), with REFERENCE.md's DGL
 figure for orientation (bench/dist_vs_dgl.py measures DGL in the same run). ``run_epoch`` is
 what bench/figures.py calls for 1, 2 and 3 hosts.
+
+    python -m bench.epoch_bench [--nodes N] [--hosts H] [--steps S]   (from the repository root)
 """
 
 from __future__ import annotations
@@ -19,10 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.runtime_bench import DGL, Servers, free_base  # noqa: E402
+from bench.common import DGL_REFERENCE, REPO, prepare_parts
+from bench.jobs import Servers, free_base
 
 SPLIT = re.compile(r"(\w+) ([0-9.]+)s")
 
@@ -96,22 +96,19 @@ def main() -> int:
     ap.add_argument("--num-samplers", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
-    from partitioner import partition_graph
     from partitioner.generate import generate_graph
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-epoch-"))
-    cfg = work / f"p{args.hosts}" / "bench.json"
-    if not cfg.exists():
-        partition_graph(generate_graph(args.nodes, avg_degree=args.avg_degree, seed=0),
-                        "bench", args.hosts, cfg.parent, overwrite=True)
+    cfg = prepare_parts(lambda: generate_graph(args.nodes, avg_degree=args.avg_degree, seed=0),
+                        work, (args.hosts,))[args.hosts]
     r = run_epoch(cfg, work, hosts=args.hosts, steps_per_trainer=args.steps,
                   num_samplers=args.num_samplers)
     print(f"epoch ({args.steps} steps per trainer, {args.hosts} hosts, {args.num_samplers} "
           f"samplers): {r['line']}")
     print(f"epoch time {r['epoch_s']:.2f}s; start to finish incl. start-up "
           f"{r['start_to_finish_s']:.1f}s. (REFERENCE.md's DGL 1.1.3 figure, another day: "
-          f"{DGL['epoch_s']}s; for a ratio against DGL measured in the same run, use "
-          "bench/dist_vs_dgl.py)")
+          f"{DGL_REFERENCE['epoch_s']}s; for a ratio against DGL measured in the same run, use "
+          "python -m bench.dist_vs_dgl)")
     return 0
 
 

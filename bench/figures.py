@@ -1,7 +1,7 @@
 """Every figure of the project in one command (issue 5), each against its baseline measured in
 the same run, printed with the ratio, and written as JSON, a markdown table and PNG plots.
 
-    python bench/figures.py [--quick] [--out DIR]        (or: make figures)
+    python -m bench.figures [--quick | --smoke] [--out DIR]   (or: make figures)
 
 Figures, run one after the other (never two at once: the machine is small):
   partition  whole `dglctl partition` (4 parts, METIS, 3 constraints) vs the METIS call alone:
@@ -24,6 +24,9 @@ Figures, run one after the other (never two at once: the machine is small):
 The default graph is the other benchmarks' 1M-node community graph (20M directed edges,
 128-wide features; the partition figure runs on partition_bench.py's graph, the same
 generator with its default 32-wide features); --quick uses 100k nodes and fewer repeats (a few minutes). Progress goes to stderr.
+--smoke runs every figure end to end on a 3,000-node graph (one repeat, batches of 100, training
+on 1 and 2 hosts, one parity epoch), into a temporary folder unless --out is given: it checks
+that the benchmarks run, its numbers mean nothing (tests/bench/test_figures_smoke.py runs it).
 """
 
 from __future__ import annotations
@@ -42,10 +45,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.figures_report import figure_rows, markdown, split_rows  # noqa: E402
+from bench.common import REPO, prepare_parts
+from bench.figures_report import figure_rows, markdown, split_rows
 
 FIGURES = ("partition", "sampling", "training", "launch", "parity")
 _T0 = time.perf_counter()
@@ -55,8 +56,19 @@ def log(msg: str) -> None:
     print(f"[figures {time.perf_counter() - _T0:6.0f}s] {msg}", file=sys.stderr, flush=True)
 
 
-def settings(quick: bool) -> dict[str, Any]:
-    """Sizes and repeats of a run; --quick scales everything down, nothing else changes."""
+def settings(mode: str = "full") -> dict[str, Any]:
+    """Sizes and repeats of a run; --quick scales everything down, nothing else changes.
+    --smoke goes further (a graph this small needs smaller batches, fewer steps and one
+    parity epoch; training on 1 and 2 hosts, as 3 add no code path): only that every figure
+    runs end to end."""
+    if mode == "smoke":
+        return {
+            "nodes": 3_000, "avg_degree": 20.0, "feat_dim": 128, "partition_feat_dim": 32,
+            "partition_parts": 4, "partition_repeat": 1, "runtime_repeat": 1,
+            "global_steps": 6, "batch_size": 100, "hosts": [1, 2], "launch_repeat": 1,
+            "parity_epochs": 1,
+        }
+    quick = mode == "quick"
     return {
         "nodes": 100_000 if quick else 1_000_000, "avg_degree": 20.0, "feat_dim": 128,
         "partition_feat_dim": 32, "partition_parts": 4,
@@ -67,9 +79,8 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def prepare(work: Path, s: dict[str, Any]) -> dict[str, Path]:
-    """Generate the graph once; write the partition figure's npz and the 1, 2 and 3-part
-    partitions the other figures run on."""
-    from bench.runtime_bench import prepare_parts
+    """Generate the graph once; write the partition figure's npz and the partitions the other
+    figures run on: 1 and 2 parts (sampling, launch, parity) and one per training host count."""
     from partitioner.generate import generate_graph
     from partitioner.readers import write_npz
 
@@ -85,8 +96,10 @@ def prepare(work: Path, s: dict[str, Any]) -> dict[str, Path]:
     graph = generate_graph(s["nodes"], avg_degree=s["avg_degree"], feat_dim=s["feat_dim"], seed=0)
     s["edges"] = graph.total_edges
     s["train_nodes"] = int(graph.ndata["_N"]["train_mask"].sum())
-    log(f"graph: {graph.total_edges:,} directed edges; partitioning into 1, 2 and 3 parts")
-    parts = prepare_parts(graph, work, tuple(s["hosts"]))
+    counts = sorted({1, 2, *s["hosts"]})
+    log(f"graph: {graph.total_edges:,} directed edges; partitioning into "
+        f"{', '.join(map(str, counts[:-1]))} and {counts[-1]} parts")
+    parts = prepare_parts(graph, work, tuple(counts))
     return {"npz": npz, **{f"p{k}": v for k, v in parts.items()}}
 
 
@@ -123,7 +136,8 @@ def fig_training(work: Path, s: dict, inp: dict) -> dict:
 
 
 def fig_launch(work: Path, s: dict, inp: dict) -> dict:
-    from bench.launch_bench import local_cluster_file, measure_launch, ssh_cluster_file
+    from bench.jobs import local_cluster_file, ssh_cluster_file
+    from bench.launch_bench import measure_launch
 
     out: dict[str, Any] = {}
     cluster = local_cluster_file(work / "launch-local.yaml")
@@ -199,10 +213,15 @@ def machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help="100k-node graph and fewer repeats: a few minutes")
-    ap.add_argument("--out", type=Path, default=Path("bench-out/figures"),
-                    help="where figures.json, figures.md and the PNGs go [bench-out/figures/]")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="100k-node graph and fewer repeats: a few minutes")
+    size.add_argument("--smoke", action="store_true",
+                      help="3k-node graph, one repeat: does every figure run? (meaningless "
+                           "numbers; output in a temporary folder unless --out is given)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="where figures.json, figures.md and the PNGs go [bench-out/figures/; "
+                         "--smoke: a new temporary folder]")
     ap.add_argument("--only", default=",".join(FIGURES),
                     help=f"comma-separated subset of {', '.join(FIGURES)}")
     ap.add_argument("--workdir", type=Path, default=None,
@@ -213,13 +232,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(only) - set(FIGURES))
     if unknown:
         ap.error(f"unknown figure(s) {', '.join(unknown)}; choose from {', '.join(FIGURES)}")
-    s = settings(args.quick)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    s = settings(mode)
+    if args.out is None:
+        args.out = (Path(tempfile.mkdtemp(prefix="dglctl-figures-smoke-out-")) if args.smoke
+                    else Path("bench-out/figures"))
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-figures-"))
     work.mkdir(parents=True, exist_ok=True)
-    log(f"{'quick' if args.quick else 'full'} run; work folder {work}; output {args.out}")
-    results: dict[str, Any] = {"quick": args.quick, "settings": s, "machine": machine(),
-                               "figures": {}, "seconds": {}}
+    log(f"{mode} run; work folder {work}; output {args.out}")
+    results: dict[str, Any] = {"mode": mode, "quick": args.quick, "settings": s,
+                               "machine": machine(), "figures": {}, "seconds": {}}
     try:
         t0 = time.perf_counter()
         inputs = prepare(work, s)

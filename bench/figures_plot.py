@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.figures_report import SPLIT  # noqa: E402
+from bench.figures_report import SPLIT, run_mode  # noqa: E402
 
 BASE, OURS = "#9e9e9e", "#1f77b4"
 COLORS = {"sample": "#1f77b4", "fetch": "#ff7f0e", "forward": "#2ca02c",
@@ -33,7 +33,8 @@ def _bars(ax, labels: list[str], values: list[float], colors: list[str], fmt: st
 
 def _title(results: dict[str, Any]) -> str:
     s = results["settings"]
-    return f"{s['nodes']:,} nodes{' (--quick)' if results['quick'] else ''}"
+    mode = run_mode(results)
+    return f"{s['nodes']:,} nodes{'' if mode == 'full' else f' (--{mode})'}"
 
 
 def plot_training(f: dict, results: dict, path: Path) -> None:

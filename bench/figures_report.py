@@ -26,6 +26,12 @@ def _n(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def run_mode(results: dict[str, Any]) -> str:
+    """The size the run was made at: "full", "quick" or "smoke" (runs written before --smoke
+    only say whether they were quick)."""
+    return results.get("mode") or ("quick" if results.get("quick") else "full")
+
+
 def figure_rows(name: str, f: dict[str, Any], s: dict[str, Any]) -> list[Row]:
     """Rows of one figure; ratio = value / baseline."""
     status = f.get("status")
@@ -149,8 +155,9 @@ def _parity(f: dict, s: dict) -> list[Row]:
 def markdown(results: dict[str, Any]) -> str:
     """The README-ready table of a run, with what the run was."""
     s, m = results["settings"], results["machine"]
+    flag = "" if run_mode(results) == "full" else f" --{run_mode(results)}"
     lines = [
-        f"Run: `python bench/figures.py{' --quick' if results['quick'] else ''}` on "
+        f"Run: `python -m bench.figures{flag}` on "
         f"{m['date']}, commit {m['commit']}, {m['cpus']} CPUs, "
         f"{(m['memory_bytes'] or 0) / 2**30:.0f} GiB, Python {m['python']}, torch {m['torch']}; "
         f"graph {s['nodes']:,} nodes, {s.get('edges', 0):,} directed edges, "

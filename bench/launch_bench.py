@@ -12,6 +12,10 @@ The first-step script does what the training example does before its first step 
 DistGraph, node_split, sampler, DDP model) and one training step, then prints the wall clock.
 Stop is verified: no recorded process group, no process carrying the job id in its
 environment and no /dev/shm/dglctl.JOB.* file may be left.
+
+    python -m bench.launch_bench [--hosts 2|3] [--repeat R] [--ssh]   (from the repository root)
+    python -m bench.launch_bench --orphan 3 10        # the SIGKILLed-launcher figure only
+    python -m bench.launch_bench --supervision 20     # the supervision CPU figure only
 """
 
 from __future__ import annotations
@@ -31,10 +35,8 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench.runtime_bench import Servers, free_base  # noqa: E402
+from bench.common import cpu_fields, prepare_parts
+from bench.jobs import Servers, cli_env, free_base, leftovers, local_cluster_file, ssh_cluster_file
 
 FIRST_STEP = '''"""One GraphSAGE training step, set up as examples/train_dist.py does; prints
 the wall clock when the step is done, then sleeps argv[1] seconds (launch benchmark)."""
@@ -73,73 +75,6 @@ def write_first_step(work: Path) -> Path:
     script.parent.mkdir(exist_ok=True)
     script.write_text(FIRST_STEP)
     return script
-
-
-def local_cluster_file(path: Path, *, hosts: int = 2, trainers: int = 1, samplers: int = 0,
-                       workspace: Path | None = None) -> Path:
-    """A local-transport cluster file like configs/local.yaml, with its own workspace and a
-    free port base, so a benchmark job never meets the user's."""
-    cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
-    ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
-    cfg.update(hosts=[{"name": f"m{i}", "address": a} for i, a in enumerate(ips)],
-               workspace=str(workspace or path.parent / (path.stem + "-ws")),
-               servers_per_host=1, trainers_per_host=trainers, samplers_per_trainer=samplers,
-               port_base=free_base(ips, 1))
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def ssh_cluster_file(path: Path, sshd, *, hosts: int = 2) -> Path:
-    """The same cluster over the test sshd (tests/dglctl/sshd.py) on 127.0.0.1..."""
-    from tests.dglctl.sshd import ADDRESSES
-
-    path.write_text(yaml.safe_dump({
-        "transport": "ssh",
-        "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
-                "known_hosts": str(sshd.known_hosts)},
-        "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws{i}")}
-                  for i, a in enumerate(ADDRESSES[:hosts])],
-        "python": sys.executable, "trainers_per_host": 1, "servers_per_host": 1,
-        "samplers_per_trainer": 0, "port_base": free_base(list(ADDRESSES[:hosts]), 1),
-        "env": {"OMP_NUM_THREADS": "1"}}))
-    return path
-
-
-def leftovers(job_id: str, pgids: list[int]) -> list[str]:
-    """What of job ``job_id`` still exists: running processes of the groups ``pgids``, processes
-    whose environment carries the job id (found by reading /proc; nothing is signalled), and
-    the job's shared memory files."""
-    from runtime.store.shm import job_files
-
-    left = []
-    # A process that has exited but is not reaped yet (a zombie: init reaps a detached job's
-    # process-group leaders, which took about 2 s on these VMs) no longer runs; any other
-    # member of the job's groups does.
-    groups = set(pgids)
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) in groups and fields[0] not in (b"Z", b"X"):
-            left.append(f"pid {d.name} (process group {int(fields[2])})")
-    mark = f"DGLCTL_JOB_ID={job_id}\0".encode()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                if mark in (d / "environ").read_bytes():
-                    left.append(f"pid {d.name}")
-            except OSError:
-                continue
-    left += [str(f) for f in job_files(job_id)]
-    return left
-
-
-def cli_env(work: Path) -> dict[str, str]:
-    """The environment of a benchmark's dglctl commands: job manifests under ``work``."""
-    return {**os.environ, "DGLCTL_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
 
 
 def _first_step_time(text: str) -> float | None:
@@ -239,7 +174,7 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
     """A supervised job whose launcher is SIGKILLed once every trainer has taken its first
     step: seconds from the SIGKILL until nothing of the job is left (its wrappers end it when
     the lease goes silent), against the lease's length for the cluster's ``timeout``."""
-    from dglctl.lease import lease_seconds
+    from dglctl.agent.protocol import lease_seconds
 
     cfg = yaml.safe_load(cluster_file.read_text())
     cluster = work / f"cluster-timeout{timeout:g}.yaml"
@@ -264,7 +199,7 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
 
 def _busy_seconds() -> float:
     """CPU seconds this machine has spent busy since boot (all cores; /proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    fields = cpu_fields()
     idle = fields[3] + fields[4]  # idle + iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
@@ -472,13 +407,11 @@ def main() -> int:
     ap.add_argument("--supervision", type=float, default=None, metavar="SECONDS",
                     help="only the supervision CPU figure, measured over SECONDS per run")
     args = ap.parse_args()
-    from partitioner import partition_graph
     from partitioner.generate import generate_graph
 
     work = Path(tempfile.mkdtemp(prefix="dglctl-launch-bench-"))
-    partition_graph(generate_graph(args.nodes, feat_dim=args.feat_dim, seed=0), "bench",
-                    args.hosts, work / "parts")
-    part_config = work / "parts" / "bench.json"
+    part_config = prepare_parts(generate_graph(args.nodes, feat_dim=args.feat_dim, seed=0),
+                                work, (args.hosts,))[args.hosts]
     sshd = None
     try:
         if args.ssh:

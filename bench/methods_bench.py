@@ -1,21 +1,21 @@
-"""Benchmark symmetric_csr and the partitioning methods on a generated community graph."""
+"""Benchmark symmetric_csr and the partitioning methods on a generated community graph.
+
+    python -m bench.methods_bench [--nodes N] [--methods metis1,metis3,kaminpar,random]
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from partitioner.methods import assign_parts  # noqa: E402
-from partitioner.methods import kaminpar as kaminpar_method  # noqa: E402
-from partitioner.symmetric import symmetric_csr  # noqa: E402
+from partitioner.methods import assign_parts
+from partitioner.methods import kaminpar as kaminpar_method
+from partitioner.symmetric import symmetric_csr
 
 
 def community_graph(

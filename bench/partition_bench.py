@@ -9,6 +9,8 @@ Generates a community graph (default 1M nodes, ~20M directed = ~10M undirected e
 and prints phase times, the ratio whole / METIS-alone, peak memory and edge cut (against a
 random assignment's cut on the same graph).
 Goal (issue 2): ratio <= 1.3, peak <= 2.5 GB, on 4 parts with train and degree balance.
+
+    python -m bench.partition_bench [--nodes N] [--repeat R] [--json]   (or: make bench)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, cpu_fields
 
 
 def _quiet(_msg: str) -> None:
@@ -140,10 +142,10 @@ def measure_partition(npz: Path, work: Path, *, parts: int = 4, method: str = "m
     del inp
     log(f"partition: {method} alone with its input, fresh process (memory baseline)")
     code, _, stderr, _, alone_peak = run_child(
-        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+        [sys.executable, "-c", "import sys; "
          "from bench.partition_bench import _metis_alone_child as f; "
-         "f(sys.argv[2], sys.argv[3], int(sys.argv[4]))",
-         str(REPO), str(npz), method, str(parts)], cwd=REPO)
+         "f(sys.argv[1], sys.argv[2], int(sys.argv[3]))",
+         str(npz), method, str(parts)], cwd=REPO)
     if code != 0:
         raise RuntimeError(f"{method} alone exited {code}: {stderr.strip()[-2000:]}")
     q = config["quality"]
@@ -171,7 +173,6 @@ def main() -> int:
                     help="before each measurement, wait up to SECONDS for the CPUs to be idle "
                          "(other jobs on a shared machine skew single runs)")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO))
 
     from partitioner.generate import generate_graph
     from partitioner.readers import write_npz
@@ -214,11 +215,9 @@ def _wait_idle(limit: float) -> None:
     """Wait (at most ``limit`` seconds) until the CPUs were >= 90% idle over one second."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        with open("/proc/stat") as f:
-            a = [int(x) for x in f.readline().split()[1:]]
+        a = cpu_fields()
         time.sleep(1.0)
-        with open("/proc/stat") as f:
-            b = [int(x) for x in f.readline().split()[1:]]
+        b = cpu_fields()
         idle = (b[3] + b[4] - a[3] - a[4]) / max(1, sum(b) - sum(a))
         if idle >= 0.9:
             return

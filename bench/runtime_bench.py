@@ -9,6 +9,8 @@ measured in the same run (the machine is shared and noisy: compare the ratios).
   4. 4 client processes sampling from (and pulling rows of) the other machine with 1 vs 2
      servers per machine (goal: 2 > 1).
 Figures from DGL 1.1.3 on this machine (REFERENCE.md) are printed beside ours.
+
+    python -m bench.runtime_bench [--nodes N] [--repeat R] [--json]   (from the repository root)
 """
 
 from __future__ import annotations
@@ -20,83 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.runtime.conftest import free_port_range as free_base  # noqa: E402
-from tests.runtime.conftest import terminate_groups  # noqa: E402
-
-DGL = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93, "epoch_s": 10.7}
-
-
-class Servers:
-    """Server processes of one job, one machine per loopback address (what 'dglctl launch'
-    does): 127.0.0.1 and 127.0.0.2 unless ``ips`` says otherwise."""
-
-    def __init__(self, part_config: Path, num_servers: int, workdir: Path,
-                 ips: list[str] | None = None) -> None:
-        from runtime.env import RuntimeEnv
-        from runtime.rpc.ip_config import write_ip_config
-
-        self.ips = list(ips or ["127.0.0.1", "127.0.0.2"])
-        self.ip_config = workdir / f"ip_{len(self.ips)}x{num_servers}.txt"
-        write_ip_config(self.ip_config, [(ip, free_base(self.ips, num_servers)) for ip in self.ips])
-        self.job = "b" + uuid.uuid4().hex[:8]
-        self.token = uuid.uuid4().hex
-        self.num_servers = num_servers
-
-        def env(role, m, k=0):
-            e = dict(os.environ)
-            e.update(RuntimeEnv(role, self.job, self.token, m, str(self.ip_config),
-                                str(part_config), num_servers=num_servers, server_id=k,
-                                timeout=60).to_environ())
-            e["PYTHONPATH"] = str(REPO)
-            return e
-
-        self.env = env
-        self.procs = [subprocess.Popen([sys.executable, "-m", "runtime.server"], env=env("server", m, k),
-                                       start_new_session=True)
-                      for m in range(len(self.ips)) for k in range(num_servers)]
-
-    def stop(self) -> None:
-        terminate_groups(self.procs, grace=30)
-
-
-def timeit(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-def paired(fn_a, fn_b, pairs: int, setup=None) -> tuple[float, float]:
-    """Median seconds of ``fn_a`` and ``fn_b`` timed in alternation (a, b, then b, a, ...),
-    with ``setup()`` (untimed) before each pair.
-
-    Timing one after the other lets the machine's noise (other jobs, frequency, the page
-    cache) land on one side; alternating puts the same noise on both, so the ratio holds.
-    """
-    if setup is not None:
-        setup()
-    fn_a(), fn_b()  # warm-up
-    ta, tb = [], []
-    for i in range(pairs):
-        if setup is not None:
-            setup()
-        order = ((fn_a, ta), (fn_b, tb)) if i % 2 == 0 else ((fn_b, tb), (fn_a, ta))
-        for fn, times in order:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return float(np.median(ta)), float(np.median(tb))
+from bench.common import DGL_REFERENCE, cpu_jiffies, paired, prepare_parts, timeit
+from bench.jobs import Servers, free_base
 
 
 class BareZmq:
@@ -128,19 +59,6 @@ class BareZmq:
         self.sock.send_multipart([b"stop"])
         self.proc.wait(10)
         self.sock.close(0)
-
-
-def prepare_parts(graph, work: Path, counts=(1, 2)) -> dict[int, Path]:
-    """Partition ``graph`` into each of ``counts`` parts (kept when already there)."""
-    from partitioner import partition_graph
-
-    out = {}
-    for parts in counts:
-        cfg = work / f"p{parts}" / "bench.json"
-        if not cfg.exists():
-            partition_graph(graph, "bench", parts, cfg.parent, overwrite=True)
-        out[parts] = cfg
-    return out
 
 
 def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
@@ -213,13 +131,6 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
     return results
 
 
-def _cpu_busy() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine so far, from /proc/stat."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
 def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
                            seconds: float = 6.0, load: str = "pull") -> dict[str, float]:
     """Figure 4: 4 client processes loading the other machine's servers, 1 vs 2 servers per
@@ -245,15 +156,14 @@ def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
                 env = servers.env("trainer", 0)
                 clients.append(subprocess.Popen(
                     [sys.executable, "-c",
-                     "import sys,json; sys.path.insert(0, sys.argv[1]); "
-                     "from pathlib import Path; import bench.runtime_bench as b; "
-                     "b.client_load_env(int(sys.argv[2]), Path(sys.argv[3]), "
-                     "seconds=float(sys.argv[4]), load=sys.argv[5])",
-                     str(REPO), "1", str(out), str(seconds), load], env=env))
+                     "import sys; from pathlib import Path; import bench.runtime_bench as b; "
+                     "b.client_load_env(int(sys.argv[1]), Path(sys.argv[2]), "
+                     "seconds=float(sys.argv[3]), load=sys.argv[4])",
+                     "1", str(out), str(seconds), load], env=env))
             time.sleep(seconds / 2)  # the clients' start-up is not part of the load
-            b0, t0 = _cpu_busy()
+            b0, t0 = cpu_jiffies()
             time.sleep(seconds / 3)
-            b1, t1 = _cpu_busy()
+            b1, t1 = cpu_jiffies()
             for c in clients:
                 if c.wait(300) != 0:
                     raise RuntimeError("a load client failed (see its output above)")
@@ -277,10 +187,9 @@ def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, f
     try:
         trainers = [subprocess.Popen(
             [sys.executable, "-c",
-             "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
-             "import bench.runtime_bench as b; "
-             "b.trainer_dgl_setup(Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))",
-             str(REPO), str(out), str(start), str(seconds)],
+             "import sys; from pathlib import Path; import bench.runtime_bench as b; "
+             "b.trainer_dgl_setup(Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]))",
+             str(out), str(start), str(seconds)],
             env=servers.env("trainer", m)) for m, out in enumerate(outs)]
         for t in trainers:
             if t.wait(300) != 0:
@@ -350,12 +259,12 @@ def main() -> int:
     print(f"sampling [10,25], 1000 seeds: local {results['local_seeds_s']:,.0f} seeds/s "
           f"({results['local_edges_s'] / 1e6:.2f}M edges/s); through servers "
           f"{results['dist_seeds_s']:,.0f} seeds/s; ratio {results['dist_seeds_s'] / results['local_seeds_s']:.2f}"
-          f" (goal >= 0.5); DGL 1.1.3 distributed here: {DGL['sampling_seeds_s']:,} seeds/s "
+          f" (goal >= 0.5); DGL 1.1.3 distributed here: {DGL_REFERENCE['sampling_seeds_s']:,} seeds/s "
           "(two trainers together)")
     print(f"remote pull 10k x {args.feat_dim} float32: {results['pull_remote_gbs']:.2f} GB/s; bare "
           f"zmq round trip {results['bare_zmq_gbs']:.2f} GB/s; ratio "
           f"{results['pull_remote_gbs'] / results['bare_zmq_gbs']:.2f} (goal >= 0.5); DGL 1.1.3: "
-          f"{DGL['pull_remote_gbs']} GB/s from the other partition")
+          f"{DGL_REFERENCE['pull_remote_gbs']} GB/s from the other partition")
     print(f"local rows: {results['pull_local_gbs']:.2f} GB/s vs numpy fancy indexing "
           f"{results['numpy_local_gbs']:.2f} GB/s; ratio "
           f"{results['pull_local_gbs'] / results['numpy_local_gbs']:.2f} (goal >= 0.8)")
@@ -368,9 +277,9 @@ def main() -> int:
               f"{results[f'cpu_busy_pct_{load}_2_servers']:.0f}% with 2 ({os.cpu_count()} cores)")
     print(f"DGL's set-up (2 machines, 1 server + 1 trainer each, both trainers at once): "
           f"sampling {results['two_trainers_seeds_s']:,.0f} seeds/s vs DGL 1.1.3 "
-          f"{DGL['sampling_seeds_s']:,} ({results['two_trainers_seeds_s'] / DGL['sampling_seeds_s']:.2f}x, "
+          f"{DGL_REFERENCE['sampling_seeds_s']:,} ({results['two_trainers_seeds_s'] / DGL_REFERENCE['sampling_seeds_s']:.2f}x, "
           f"aim >= 1.5x); pull of 10k random rows {results['two_trainers_pull_gbs']:.2f} GB/s vs "
-          f"DGL {DGL['pull_gbs']} ({results['two_trainers_pull_gbs'] / DGL['pull_gbs']:.2f}x, aim "
+          f"DGL {DGL_REFERENCE['pull_gbs']} ({results['two_trainers_pull_gbs'] / DGL_REFERENCE['pull_gbs']:.2f}x, aim "
           ">= 1.5x); DGL's figures are REFERENCE.md's, not measured in this run")
     if args.json:
         print(json.dumps(results))

@@ -1,4 +1,8 @@
-"""Local 2-layer neighbour sampling [10, 25]: ours against DGL 1.1.3's, same graph, seeds, run."""
+"""Local 2-layer neighbour sampling [10, 25]: ours against DGL 1.1.3's, same graph, seeds, run.
+
+    bench/dgl_env.sh                      # once: the DGL 1.1.3 venv (else ours is measured alone)
+    python -m bench.sampling_vs_dgl [--nodes N] [--repeat R] [--json]
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,10 @@ from typing import IO, Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.common import DGL_VENV, REPO, prepare_parts
 
 FANOUTS = [10, 25]
 GOAL = 1.5  # ours / DGL time, at most
-DGL_VENV = Path(os.environ.get("DGL_VENV", "/tmp/dgl-venv"))
 
 
 def prepare(work: Path, nodes: int, avg_degree: float) -> tuple[Path, Path]:
@@ -27,15 +29,13 @@ def prepare(work: Path, nodes: int, avg_degree: float) -> tuple[Path, Path]:
     npz, part_config = work / "graph.npz", work / "p1" / "bench.json"
     if npz.exists() and part_config.exists():
         return npz, part_config
-    from partitioner import partition_graph
     from partitioner.generate import generate_graph
     from partitioner.readers import write_npz
 
     t0 = time.perf_counter()
     graph = generate_graph(nodes, avg_degree=avg_degree, seed=0)
     write_npz(graph, npz)
-    if not part_config.exists():
-        partition_graph(graph, "bench", 1, work / "p1", overwrite=True)
+    prepare_parts(graph, work, (1,))
     print(f"prepared graph and partition in {time.perf_counter() - t0:.1f}s", flush=True)
     return npz, part_config
 

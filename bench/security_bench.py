@@ -7,7 +7,11 @@ other machine, and 2-layer [10, 25] sampling of 1000 seeds, median of ``--repeat
 ``--before REV`` measures that commit too (a git worktree under the work folder), e.g. the
 commit before the stall and authentication changes.
 
-    python bench/security_bench.py --before f17df9f
+    python -m bench.security_bench --before f17df9f   (from the repository root)
+
+Each measurement's child runs this file by its path (``--measure``, PYTHONPATH: the measured
+tree first), so that it imports ``runtime`` and the test helpers of that tree: nothing at the
+top of this file may import from ``bench``.
 """
 
 from __future__ import annotations
@@ -25,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.append(str(REPO))  # after PYTHONPATH: a --before tree wins
+REPO = Path(__file__).resolve().parents[1]  # not bench.common's: see the docstring
 
 IPS = ["127.0.0.1", "127.0.0.2"]
 
@@ -86,14 +89,10 @@ def measure(part_config: Path, work: Path, encrypt: bool, repeat: int) -> dict[s
 
 def prepare(work: Path, nodes: int) -> Path:
     """A 2-part partition of a generated graph with 128 features (kept between runs)."""
-    cfg = work / "p2" / "bench.json"
-    if not cfg.exists():
-        from partitioner import partition_graph
-        from partitioner.generate import generate_graph
+    from bench.common import prepare_parts
+    from partitioner.generate import generate_graph
 
-        partition_graph(generate_graph(nodes, feat_dim=128, seed=0), "bench", 2, cfg.parent,
-                        overwrite=True)
-    return cfg
+    return prepare_parts(lambda: generate_graph(nodes, feat_dim=128, seed=0), work, (2,))[2]
 
 
 def run_variant(tree: Path, cfg: Path, work: Path, encrypt: bool, repeat: int) -> dict:

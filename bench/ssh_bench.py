@@ -5,7 +5,7 @@ Ray's command runner uses), on 3 loopback hosts of a real sshd, in one run, alte
   commands:  N more short commands per host over the open connection / master
   copy:      one file of --copy-mb to a host: paramiko SFTP (pipelined) vs scp over the master
 
-    python bench/ssh_bench.py [--repeat 3] [--commands 20] [--copy-mb 64]   (needs root + sshd)
+    python -m bench.ssh_bench [--repeat 3] [--commands 20] [--copy-mb 64]   (needs root + sshd)
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.dglctl.sshd import ADDRESSES, start_sshd  # noqa: E402
+from tests.dglctl.sshd import ADDRESSES, start_sshd
 
 
 def paramiko_round(sshd, n: int, big: Path, dest: Path) -> dict[str, float]:

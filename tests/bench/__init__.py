@@ -1,0 +1,1 @@
+"""Tests of the benchmarks in bench/: they import, and every figure runs end to end."""
