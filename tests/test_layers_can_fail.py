@@ -18,6 +18,7 @@ from tests.test_layers import (
     check_module_sizes,
     check_package_direction,
     check_package_inits,
+    check_private_reads,
     check_server_torch,
     group_of,
 )
@@ -192,3 +193,17 @@ def test_the_agents_boundary_is_checked_both_ways():
         "imports dglctl.agent.logs: "
         "outside the agent, only dglctl.agent.protocol is imported (the request/reply types "
         "and constants both sides share)"]
+
+
+def test_a_read_of_another_modules_private_is_reported():
+    """``g._tensors`` of a graph another module made is reported; ``self._x``, a private the
+    module sets itself, and a module's own private function are not."""
+    mods = synthetic(rpc__client="from ..errors import DistError\n"
+                                 "class Pool:\n    def __init__(self):\n        self._x = 1\n"
+                                 "    def get(self, other):\n        return self._x + other._x\n"
+                                 "def f(g):\n    return g._tensors + _helper()\n"
+                                 "def _helper():\n    return 0\n")
+    assert check_private_reads(mods) == [
+        "runtime/rpc/client.py:8: reads g._tensors, a private attribute of another module's "
+        "object: use (or add) its public API"]
+    assert check_private_reads(mods, allowed={"runtime.rpc.client": {"_tensors"}}) == []
