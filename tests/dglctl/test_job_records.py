@@ -81,6 +81,26 @@ def test_a_launch_that_fails_at_the_copy_is_recorded_as_failed(parts, home, loca
     assert leftovers(job.job_id) == ([], [])
 
 
+def test_a_launch_whose_servers_fail_is_recorded_as_failed_at_servers(parts, home,
+                                                                      local_cluster,
+                                                                      tmp_path, capsys):
+    """The servers' shared-memory folder is a file: every server fails while it loads."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    data = yaml.safe_load(local_cluster.read_text())
+    local_cluster.write_text(yaml.safe_dump(
+        {**data, "env": {**data.get("env", {}), "DGLCTL_SHM_DIR": str(blocked)}}))
+    code, _, err = _run(["launch", "--cluster", str(local_cluster), "--part-config",
+                         str(parts[2]), TRAINER], capsys)
+    assert code == 1 and "server" in err, err
+    (job,) = list_jobs()
+    assert job.state == JobState.FAILED and job.result["phase"] == "servers", job.result
+    assert job.result["root_cause"].startswith("server-") and job.result["cause"]
+    code, out, _ = _run(["status", job.job_id], capsys)
+    assert code == 0 and "failed at servers: " in out, out
+    assert leftovers(job.job_id) == ([], [])
+
+
 def test_status_logs_and_stop_from_another_folder_and_without_the_yaml(
         parts, home, local_cluster, tmp_path, capsys, monkeypatch):
     """Launched with a relative --cluster from one folder; then status, logs and stop from
