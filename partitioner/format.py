@@ -100,7 +100,7 @@ class ShardWriter:
                 f.write(header)
                 digest.update(header)
                 if array.size:
-                    buf = memoryview(array.reshape(-1).view(np.uint8))
+                    buf = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
                     f.write(buf)
                     digest.update(buf)
         except OSError as exc:
@@ -135,7 +135,7 @@ def out_of_space_error(
     what = _NO_SPACE.get(exc.errno or 0)
     if what is None:
         return None
-    message = f"{output}: {what} (errno {errno.errorcode[exc.errno]}) writing {file or 'it'}"
+    message = f"{output}: {what} (errno {errno.errorcode[exc.errno or 0]}) writing {file or 'it'}"
     if needed:
         message += f"; the output needs at least {_size(needed)}"
     return OutputWriteError(
@@ -408,7 +408,8 @@ def load_array(config: dict[str, Any], relpath: str, *, mmap: bool = True,
     root = Path(config["_dir"])
     path = check_part_path(root, relpath, str(config.get("_path", root)), key)
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        loaded: np.ndarray = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        return loaded
     except FileNotFoundError:
         raise PartitionFormatError(f"{path}: missing partition file") from None
     except ValueError as e:

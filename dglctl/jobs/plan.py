@@ -177,7 +177,7 @@ def graph_name(part_config: Mapping[str, Any]) -> str:
     """The partition's graph name, once it is safe in host paths (``data/NAME/NAME.json``)."""
     from partitioner.paths import name_problem, refuse
 
-    name = part_config["graph_name"]
+    name = str(part_config["graph_name"])
     why = name_problem(name)
     if why is not None:
         raise refuse(_where(part_config), "['graph_name']", name, why)

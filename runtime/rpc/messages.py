@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast, dataclass_transform
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class Message:
     op: ClassVar[str] = ""
 
 
+@dataclass_transform(field_specifiers=(field,))
 def message(op: str) -> Callable[[type[M]], type[M]]:
     """Class decorator: a dataclass registered under ``op`` (the name on the wire)."""
     def wrap(cls: type[M]) -> type[M]:
@@ -53,9 +54,11 @@ def message(op: str) -> Callable[[type[M]], type[M]]:
         if op in _REGISTRY:
             raise TypeError(f"message op {op!r} registered twice")
         _REGISTRY[op] = cls
-        head, one, many = [], [], []
-        for f in dataclasses.fields(cls):
-            {"one": one, "many": many}.get(f.metadata.get("slot"), head).append(f.name)
+        head: list[str] = []
+        one: list[str] = []
+        many: list[str] = []
+        for f in dataclasses.fields(cast(Any, cls)):
+            {"one": one, "many": many}.get(f.metadata.get("slot", ""), head).append(f.name)
         _LAYOUT[cls] = (tuple(head), tuple(one), tuple(many))
         return cls
     return wrap
@@ -65,7 +68,7 @@ def message(op: str) -> Callable[[type[M]], type[M]]:
 ENVELOPE = ("id",)
 
 
-def encode(msg: Message, **envelope: Any) -> list:
+def encode(msg: Message, **envelope: Any) -> list[Any]:
     """Frames of ``msg``; ``envelope`` (e.g. the request id) travels in the header too."""
     head, one, many = _LAYOUT[type(msg)]
     header = {name: getattr(msg, name) for name in head}
@@ -82,13 +85,13 @@ def encode(msg: Message, **envelope: Any) -> list:
     return pack(header, frames, owned=True)
 
 
-def decode(frames: list) -> tuple[Message, dict[str, Any]]:
+def decode(frames: list[Any]) -> tuple[Message, dict[str, Any]]:
     """``(message, envelope)`` from frames made by :func:`encode`."""
     # What is left of the header once op, envelope and array counts are out are the fields:
     # the class's constructor refuses any other key and any missing one.
     values, frames_in = unpack(frames)
     op = values.pop("op", None)
-    cls = _REGISTRY.get(op)  # type: ignore[arg-type]
+    cls = _REGISTRY.get(op) if isinstance(op, str) else None
     if cls is None:
         raise ProtocolError(f"unknown message {op!r}")
     envelope = {k: values.pop(k) for k in ENVELOPE if k in values}
