@@ -10,7 +10,7 @@ Shared code:
             and cluster files, free ports, what of a job is left
 Benchmarks: partition_bench, methods_bench (partitioning); runtime_bench, epoch_bench,
 security_bench (the runtime); launch_bench, ssh_bench (the launcher); accuracy_bench (parity);
-figures (+ figures_report, figures_plot) runs the figures of README in one go.
+figures (+ figures_report, figures_plot) runs the figures of docs/benchmarks.md in one go.
 Against DGL 1.1.3 (its own venv, bench/dgl_env.sh): sampling_vs_dgl, dist_vs_dgl; the files
 run by path with that venv's python: _dgl_sampler.py, _dgl_dist.py, and scripts/dist_bench.py
 (a DGL user's script; dgl_imports makes its dglctl copy).

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 
-# DGL 1.1.3's figures on this machine (REFERENCE.md), printed beside ours where DGL is not
+# DGL 1.1.3's figures on this machine (docs/reference.md), printed beside ours where DGL is not
 # measured in the same run.
 DGL_REFERENCE = {"sampling_seeds_s": 70_500, "pull_gbs": 1.52, "pull_remote_gbs": 0.93,
                  "epoch_s": 10.7}

@@ -1,9 +1,9 @@
 """Epoch benchmark: the GraphSAGE example on N loopback machines, DGL's distributed set-up.
 
-Same work as the DGL 1.1.3 figures in REFERENCE.md by default: generated 1M-node community
+Same work as the DGL 1.1.3 figures in docs/reference.md by default: generated 1M-node community
 graph, 2 partitions, one server and one trainer per partition, GraphSAGE 2 layers hidden 64,
 fanouts [10, 25], batch 1000, 50 steps per trainer. Prints the epoch time and its split
-(sampling, feature fetch, forward, backward, gradient all-reduce), with REFERENCE.md's DGL
+(sampling, feature fetch, forward, backward, gradient all-reduce), with docs/reference.md's DGL
 figure for orientation (bench/dist_vs_dgl.py measures DGL in the same run). ``run_epoch`` is
 what bench/figures.py calls for 1, 2 and 3 hosts.
 
@@ -106,7 +106,7 @@ def main() -> int:
     print(f"epoch ({args.steps} steps per trainer, {args.hosts} hosts, {args.num_samplers} "
           f"samplers): {r['line']}")
     print(f"epoch time {r['epoch_s']:.2f}s; start to finish incl. start-up "
-          f"{r['start_to_finish_s']:.1f}s. (REFERENCE.md's DGL 1.1.3 figure, another day: "
+          f"{r['start_to_finish_s']:.1f}s. (docs/reference.md's DGL 1.1.3 figure, another day: "
           f"{DGL_REFERENCE['epoch_s']}s; for a ratio against DGL measured in the same run, use "
           "python -m bench.dist_vs_dgl)")
     return 0

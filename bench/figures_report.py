@@ -1,5 +1,5 @@
 """The figures of bench/figures.py as rows (figure, value, same-run baseline, ratio, note): the
-lines it prints and the markdown table for README. Only formats what was measured: a figure
+lines it prints and the markdown table for docs/benchmarks.md. Only formats what was measured: a figure
 that was skipped or failed is shown as such, with its reason."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _parity(f: dict, s: dict) -> list[Row]:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """The README-ready table of a run, with what the run was."""
+    """The table for docs/benchmarks.md of a run, with what the run was."""
     s, m = results["settings"], results["machine"]
     flag = "" if run_mode(results) == "full" else f" --{run_mode(results)}"
     lines = [

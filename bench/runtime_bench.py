@@ -8,7 +8,7 @@ measured in the same run (the machine is shared and noisy: compare the ratios).
   3. local rows against numpy fancy indexing of the same shared array (goal: within 20%);
   4. 4 client processes sampling from (and pulling rows of) the other machine with 1 vs 2
      servers per machine (goal: 2 > 1).
-Figures from DGL 1.1.3 on this machine (REFERENCE.md) are printed beside ours.
+Figures from DGL 1.1.3 on this machine (docs/reference.md) are printed beside ours.
 
     python -m bench.runtime_bench [--nodes N] [--repeat R] [--json]   (from the repository root)
 """
@@ -177,7 +177,7 @@ def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
 
 
 def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, float]:
-    """DGL's distributed set-up of REFERENCE.md's figures: 2 machines, one server and one
+    """DGL's distributed set-up of docs/reference.md's figures: 2 machines, one server and one
     trainer each, both trainers working at once. Sampling [10, 25] on batches of 1000 seeds,
     then pulls of 10k random rows of all nodes (a pull mixes local and remote rows, as
     DGL's figure does); seeds/s and GB/s summed over the two trainers."""
@@ -280,7 +280,7 @@ def main() -> int:
           f"{DGL_REFERENCE['sampling_seeds_s']:,} ({results['two_trainers_seeds_s'] / DGL_REFERENCE['sampling_seeds_s']:.2f}x, "
           f"aim >= 1.5x); pull of 10k random rows {results['two_trainers_pull_gbs']:.2f} GB/s vs "
           f"DGL {DGL_REFERENCE['pull_gbs']} ({results['two_trainers_pull_gbs'] / DGL_REFERENCE['pull_gbs']:.2f}x, aim "
-          ">= 1.5x); DGL's figures are REFERENCE.md's, not measured in this run")
+          ">= 1.5x); DGL's figures are docs/reference.md's, not measured in this run")
     if args.json:
         print(json.dumps(results))
     return 0

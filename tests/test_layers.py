@@ -1,4 +1,4 @@
-"""The packages' structure, checked on their source (DESIGN.md "Inside the packages").
+"""The packages' structure, checked on their source (docs/architecture.md, "Inside the packages" and "Layers").
 
 Nothing here imports project code: ``tests/import_graph.py`` parses the files with ``ast``.
 Each rule is a ``check_*`` function from modules to a list of violations (file, line, import);
@@ -94,7 +94,7 @@ AGENT_PUBLIC = "dglctl.agent.protocol"
 # draws are the keyed draws written on the kernels. rpc stays apart from all three.
 SAME_LAYER_IMPORTS = {("store", "kernels"), ("store", "draws"), ("draws", "kernels")}
 
-# Package direction: which packages each one may import (DESIGN.md: dglctl -> runtime -> partitioner).
+# Package direction: which packages each one may import (docs/architecture.md: dglctl -> runtime -> partitioner).
 PACKAGES_MAY_IMPORT = {
     "partitioner": {"partitioner"},
     "runtime": {"runtime", "partitioner"},

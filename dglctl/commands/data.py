@@ -62,7 +62,7 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 
     Planted communities, power-law degrees, features informative of the label and
     train/val/test masks; the same seed gives the same graph. Homogeneous graphs are
-    written as .npz (the schema README describes), heterogeneous ones (--hetero) in DGL's
+    written as .npz (the schema docs/partition-format.md describes), heterogeneous ones (--hetero) in DGL's
     chunked format (a folder with metadata.json).
     """
     from partitioner.generate import generate_graph

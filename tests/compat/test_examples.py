@@ -108,7 +108,7 @@ def test_dgl_guide_graphsage(tmp_path):
 
 def test_dist_bench_script_only_imports_change():
     """bench/scripts/dist_bench.py (written for DGL) and its dglctl copy differ in exactly
-    the marked import lines, each as README's migration table maps it."""
+    the marked import lines, each as docs/migrating-from-dgl.md's table maps it."""
     from bench.dgl_imports import IMPORTS, changed_lines, runtime_variant
 
     original = (REPO / "bench" / "scripts" / "dist_bench.py").read_text()
