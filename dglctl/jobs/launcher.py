@@ -263,10 +263,12 @@ class Launcher:
             self.display.info(f"      {h.name}: {note}")
         changed = sorted({rel for r in stats for rel in r.changed})
         vanished = sorted({rel for r in stats for rel in r.vanished})
-        if changed or vanished:
-            said = ([f"changed while copied, sent as read: {_some(changed)}"] if changed
-                    else []) + ([f"deleted while copied, left out: {_some(vanished)}"]
-                                if vanished else [])
+        said = []
+        if changed:
+            said.append(f"changed while copied, sent as read: {_some(changed)}")
+        if vanished:
+            said.append(f"deleted while copied, left out: {_some(vanished)}")
+        if said:
             self.display.info(f"warning: project files {'; '.join(said)}")
 
     def _copy_host(self, i: int, client: AgentClient) -> SyncResult:
