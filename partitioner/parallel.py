@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import TypeVar
@@ -74,7 +74,7 @@ def submit_after(first: Future | None, fn, *args) -> Future:
     return _executor().submit(job)
 
 
-def run_all(jobs: list[Callable[[], T]]) -> list[T]:
+def run_all(jobs: Sequence[Callable[[], T]]) -> list[T]:
     """Run ``jobs`` concurrently, the first on the calling thread, and return their results.
 
     The calling thread always does a share of the work, so this never waits on a pool that is
@@ -240,7 +240,9 @@ def sparsetools() -> ModuleType:
                 except Exception:  # noqa: BLE001 - any surprise: take the supported route
                     module = None
             if module is None:
-                from scipy.sparse import _sparsetools as module
+                from scipy.sparse import _sparsetools
+
+                module = _sparsetools
             _kernels = module
     return _kernels
 

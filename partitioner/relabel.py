@@ -119,7 +119,7 @@ def presort_edges(graph: Graph) -> list[PresortedEdges]:
         _check_ids(dst, nd, etype, "destination")
         eid_idx = np.int32 if m < 2**31 - 1 and nd < 2**31 - 1 else np.int64
         idx = np.int32 if src_idx == np.int32 and m < 2**31 - 1 else np.int64
-        src_i = src.astype(idx)
+        src_i: np.ndarray = src.astype(idx)
         if offsets[tid[etype[0]]]:
             src_i += idx(offsets[tid[etype[0]]])
         ptr = np.empty(nd + 1, idx)
@@ -248,7 +248,7 @@ class OutPresorted:
     pos: np.ndarray
 
 
-def _out_index_dtype(graph: Graph) -> type:
+def _out_index_dtype(graph: Graph) -> type[np.int32] | type[np.int64]:
     """int32 when every node id, edge count and edge id fits (as the presort does), else int64."""
     fits = graph.total_nodes < 2**31 - 1 and graph.total_edges < 2**31 - 1
     return np.int32 if fits else np.int64

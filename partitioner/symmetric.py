@@ -134,7 +134,8 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
         lo, key, scratch = np.empty(nnz, idx), np.empty(nnz, idx), np.empty(nnz, np.int8)
     groups = []  # per thread: (rows, cols, mask, count) groups, in the order rows get them
     for first in (True, False)[:halves]:
-        reversed_pairs, forward = [], []
+        reversed_pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, int]] = []
+        forward: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, int]] = []
         for p in pairs:
             end = int(np.searchsorted(p.lo, row_split))  # pairs with lo < row_split
             if first:
@@ -167,7 +168,8 @@ def _split_points(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[int, int]:
     a, b = src[::step], dst[::step]
     lo_median = np.median(np.minimum(a, b))
     id_median = np.median(np.concatenate([a, b]))
-    return tuple(int(np.clip(v, 1, max(n - 1, 1))) for v in (lo_median, id_median))
+    hi = max(n - 1, 1)
+    return int(np.clip(lo_median, 1, hi)), int(np.clip(id_median, 1, hi))
 
 
 def _endpoints(

@@ -35,7 +35,7 @@ def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
     copies in flight (COPY_TEMP_PREFIX folders: another host's, on a shared workspace) stay."""
     root = Path(os.path.expanduser(args.root))
     keep = set(json.loads(args.keep))
-    removed = []
+    removed: list[str] = []
     if not root.is_dir() or root.is_symlink():
         return {"removed": removed}
     for folder, dirs, names in os.walk(root, topdown=False):

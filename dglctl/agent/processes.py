@@ -183,7 +183,7 @@ def _proc_state(job: Path, name: str, pgid: int) -> ProcState:
                code=code if code >= 0 else None, signal=-code if code < 0 else None,
                ended=rc["time"], lease_expired=rc.get("lease_expired"))
     if code != 0 and isinstance(err := read_json(job / f"{name}.error.json"), dict):
-        m = err.get("message") if isinstance(err.get("message"), dict) else {}
+        m = raw if isinstance(raw := err.get("message"), dict) else {}
         out["error"] = {"message": str(m.get("message", ""))[:2000], "file": m.get("file"),
                         "line": m.get("line")}  # the uncaught exception (runtime.error_file)
     if alive(pgid) and _leader(job, name, pgid) != "other":

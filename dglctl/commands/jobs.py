@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from click.shell_completion import CompletionItem
@@ -95,7 +95,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
     state = m.state if m.state not in (JobState.RUNNING, JobState.STARTING) or alive \
         else JobState.STOPPED
     stats = _server_stats(m, states) if alive else {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in m.procs:
         s = states.get(p.name, ProcState(p.name, p.pgid, ProcStatus.MISSING))
         how = str(s.state)
@@ -158,7 +158,7 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
     from runtime.errors import DistError
     from runtime.rpc.client import Request, ServerPool
     from runtime.rpc.ip_config import read_ip_config
-    from runtime.rpc.messages import Stats
+    from runtime.rpc.messages import Stats, StatsReply
 
     from ..hosts.agent_client import ProcStatus
 
@@ -177,7 +177,9 @@ def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[s
     try:
         pool.connect()
         replies = pool.call_many([Request(p.host, p.rank, Stats()) for p in servers])
-        return {p.name: dataclasses.asdict(r) for p, r in zip(servers, replies, strict=True)}
+        # call_many is typed for any reply; a server answers Stats with a StatsReply.
+        return {p.name: dataclasses.asdict(cast(StatsReply, r))
+                for p, r in zip(servers, replies, strict=True)}
     except DistError:
         return {}
     finally:
@@ -202,7 +204,9 @@ def stop(app: Any, job: str | None, stop_all: bool, grace: float, json_mode: boo
     display = app.display(json_mode)
     if stop_all == (job is not None):
         raise ConfigError("give a JOB or --all")
-    jobs = [m for m in list_jobs() if m.state.active] if stop_all else [JobManifest.load(job)]
+    # Checked above: no JOB exactly when --all.
+    jobs = ([m for m in list_jobs() if m.state.active] if job is None
+            else [JobManifest.load(job)])
     if not jobs:
         display.result("no running jobs")
     records, failed = [], []
@@ -229,9 +233,10 @@ def stop(app: Any, job: str | None, stop_all: bool, grace: float, json_mode: boo
 
 def _stop_record(m: JobManifest, outcome: StopOutcome) -> dict[str, Any]:
     """What ``stop --json`` says of one job."""
-    hosts = [{"host": h.name, "terminated": r.terminated, "killed": r.killed,
-              "skipped": r.skipped, "denied": r.denied, "survivors": r.survivors,
-              "shm_removed": r.shm_removed} for h, r in zip(m.hosts, outcome.hosts, strict=True)]
+    hosts: list[dict[str, Any]] = [
+        {"host": h.name, "terminated": r.terminated, "killed": r.killed,
+         "skipped": r.skipped, "denied": r.denied, "survivors": r.survivors,
+         "shm_removed": r.shm_removed} for h, r in zip(m.hosts, outcome.hosts, strict=True)]
     return {"job": m.job_id, "state": m.state, "signalled": outcome.signalled,
             "terminated": [n for h in hosts for n in h["terminated"]],
             "killed": [n for h in hosts for n in h["killed"]],

@@ -57,6 +57,7 @@ class AgentSession:
 
     def _read_line(self, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout
+        assert self._stream is not None  # call() checked it, under the lock
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:

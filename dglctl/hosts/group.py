@@ -17,7 +17,12 @@ H = TypeVar("H", bound="HasHost")
 class HasHost(Protocol):
     """Anything that names its host (a transport, an agent client)."""
 
-    host: Host
+    # A read-only property, so that both a plain attribute (a transport) and a property (an
+    # agent client) satisfy it.
+    @property
+    def host(self) -> Host:
+        """The host this member works on."""
+        ...
 
 
 def fan_out(members: Sequence[H], fn: Callable[[int, H], T]) -> list[T]:

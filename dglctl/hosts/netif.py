@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+from collections.abc import Mapping
 
 
-def interface_of(address: str, table: dict[str, str]) -> str | None:
+def interface_of(address: str, table: Mapping[str, str]) -> str | None:
     """The interface in ``table`` (the agent's ``interfaces()``) that carries ``address``; a
     loopback address (all of 127.0.0.0/8 is local) is the loopback interface's."""
     if address in table:

@@ -53,6 +53,7 @@ def pipe_file(host: Host, r: ResolvedSSH, source: Path, dest: str) -> Sent | Non
     with tempfile.TemporaryFile() as err:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=err)
+        assert p.stdin is not None  # stdin=PIPE
         try:
             try:
                 for chunk in read.chunks():

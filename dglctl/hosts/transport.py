@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.protocol import AGENT_MODULE, COPY_TEMP_PREFIX
 from ..config import ClusterConfig, Host
@@ -30,6 +30,9 @@ from .openssh import pipe_file
 from .sent import HashedRead, Sent
 from .ssh_config import ResolvedSSH, resolve_ssh
 from .ssh_connect import connect_chain
+
+if TYPE_CHECKING:
+    import paramiko
 
 AGENT = ["-m", AGENT_MODULE]
 OPENSSH_MIN_BYTES = 8 << 20  # below this, SFTP on the open connection beats starting ssh
@@ -177,25 +180,27 @@ class LocalTransport(Transport):
     def open_stream(self, argv: list[str]) -> Stream:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
-        out = p.stdout.fileno()
+        stdin, stdout = p.stdin, p.stdout
+        assert stdin is not None and stdout is not None  # both are PIPEs
+        out = stdout.fileno()
 
         def recv(timeout: float) -> bytes | None:
             ready, _, _ = select.select([out], [], [], max(0.0, timeout))
             return os.read(out, 1 << 16) if ready else None
 
         def send(data: bytes) -> None:
-            p.stdin.write(data)
-            p.stdin.flush()
+            stdin.write(data)
+            stdin.flush()
 
         def close() -> None:
             with contextlib.suppress(OSError):
-                p.stdin.close()
+                stdin.close()
             try:
                 p.wait(5)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-            p.stdout.close()
+            stdout.close()
 
         return Stream(send, recv, close)
 
@@ -234,8 +239,8 @@ class SSHTransport(Transport):
 
     def __init__(self, host: Host, cluster: ClusterConfig) -> None:
         super().__init__(host, cluster)
-        self._client = None
-        self._sftp = None
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
         self._hops: list[Any] = []  # jump-host clients under self._client
         self._resolved: ResolvedSSH | None = None
         self._lock = threading.Lock()
@@ -347,6 +352,7 @@ class SSHTransport(Transport):
         """A new folder in ``parent`` with mode 0700 (mkdir fails on an existing name, so it
         is ours and empty); chmod too, for servers that ignore mkdir's mode."""
         folder = f"{parent}/{COPY_TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        assert self._sftp is not None  # write_file opened it
         self._sftp.mkdir(folder, 0o700)
         self._sftp.chmod(folder, 0o700)
         return folder
@@ -364,6 +370,7 @@ class SSHTransport(Transport):
 
     def _mkdirs(self, folder: str) -> None:
         sftp = self._sftp
+        assert sftp is not None  # write_file opened it
         prefix = "/" if folder.startswith("/") else ""
         cur = ""
         for part in folder.strip("/").split("/"):

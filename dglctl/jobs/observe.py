@@ -192,7 +192,8 @@ def _end_time(state: ProcState) -> float:
 
 
 def failure_report(manifest: JobManifest, failed: Sequence[ProcState], host_names: Sequence[str],
-                   tail: Callable[[ProcRecord], list[str]]) -> tuple[str, dict[str, str]]:
+                   tail: Callable[[ProcRecord], list[str]]
+                   ) -> tuple[str, dict[str, str | None]]:
     """The message of a failed job, root cause first (with the last lines of its log), and
     the result to record in the manifest."""
     first = root_cause(failed)
@@ -210,7 +211,8 @@ def failure_report(manifest: JobManifest, failed: Sequence[ProcState], host_name
     lines = tail(rec)
     if lines:
         msg += "\nlast lines of its log:\n    " + "\n    ".join(lines)
-    result = {"root_cause": rec.name, "how": how}
+    # The exception's message comes from the agent's JSON: absent there, it is None here.
+    result: dict[str, str | None] = {"root_cause": rec.name, "how": how}
     if first.error:
         result["exception"] = first.error.get("message")
     return msg, result

@@ -43,12 +43,12 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
     t = client.transport
     root = t.path(remote_rel)
     have = client.checksums(root, list(rels), sizes_only=True, timeout=60)
-    todo = [r for r in rels if have.get(r) is None or have[r].size != expected[r][0]]
+    todo = [r for r in rels if (h := have.get(r)) is None or h.size != expected[r][0]]
     # Same size is not proof: verify checksums of what is there (fast: xxh3).
     kept = [r for r in rels if r not in todo]
     if kept:
         sums = client.checksums(root, kept)
-        todo += [r for r in kept if sums[r] is None or sums[r].xxh3_128 != expected[r][1]]
+        todo += [r for r in kept if (c := sums[r]) is None or c.xxh3_128 != expected[r][1]]
     result = SyncResult()
     if progress is not None:
         progress.add_total(sum(expected[r][0] for r in todo))
@@ -77,7 +77,8 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
             progress.advance(expected[rel][0])
     if sent:
         sums = client.checksums(root, list(sent))
-        bad = [r for r, s in sent.items() if sums[r] is None or sums[r].xxh3_128 != s.xxh3_128]
+        bad = [r for r, s in sent.items()
+               if (got := sums[r]) is None or got.xxh3_128 != s.xxh3_128]
         if bad:
             raise IntegrityError(
                 f"host {client.host.name}: {len(bad)} copied file(s) fail their checksum, e.g. "

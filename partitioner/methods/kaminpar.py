@@ -84,7 +84,9 @@ def assign(
     # whatever happens.
     with tempfile.TemporaryDirectory(prefix="dglctl-kaminpar-") as tmp:
         path = Path(tmp) / "graph.parhip"
-        _write_parhip(path, indptr, indices, node_weight, wide_ok=bool(kaminpar.__64bit__))
+        # __64bit__ is exported by the compiled module but missing from kaminpar's stub.
+        wide_ok = bool(kaminpar.__64bit__)  # type: ignore[attr-defined]
+        _write_parhip(path, indptr, indices, node_weight, wide_ok=wide_ok)
         try:
             graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
         except ValueError as exc:

@@ -13,7 +13,7 @@ import gzip
 import io
 import os
 import zlib
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 from ..errors import PartitionInputError
 
@@ -77,10 +77,11 @@ def _zstd_reader(raw: BinaryIO, path: str) -> tuple[BinaryIO, tuple[type[BaseExc
 class _Decompressed(io.RawIOBase):
     """A decompressing stream whose codec errors become PartitionInputError naming the file."""
 
-    def __init__(self, inner: BinaryIO, raw: BinaryIO, path: str, kind: str,
+    def __init__(self, inner: BinaryIO | gzip.GzipFile, raw: BinaryIO, path: str, kind: str,
                  codec_errors: tuple[type[BaseException], ...]) -> None:
         self._inner, self._raw, self._path, self._kind = inner, raw, path, kind
-        self._errors = (EOFError, OSError, zlib.error, *codec_errors)
+        self._errors: tuple[type[BaseException], ...] = (
+            EOFError, OSError, zlib.error, *codec_errors)
 
     def readable(self) -> bool:
         return True
@@ -112,12 +113,14 @@ def open_binary(path: str | os.PathLike) -> tuple[io.BufferedReader, str | None]
     """The file's bytes, decompressed when gzip or zstd, and the compression found."""
     path = os.fspath(path)
     kind = compression_of(path)
-    raw = open(path, "rb", buffering=_SNIFF_BYTES)
+    # A buffering size > 1 in "rb" mode always gives a BufferedReader; typeshed's open() says
+    # so only for buffering -1 or 1.
+    raw = cast(io.BufferedReader, open(path, "rb", buffering=_SNIFF_BYTES))
     if kind is None:
         return raw, None
     try:
         if kind == "gzip":
-            inner: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")
+            inner: BinaryIO | gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb")
             codec_errors: tuple[type[BaseException], ...] = ()
         else:
             inner, codec_errors = _zstd_reader(raw, path)

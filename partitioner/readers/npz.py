@@ -37,6 +37,7 @@ def _mmap_member(archive: np.lib.npyio.NpzFile, key: str, path: str) -> np.ndarr
     ``np.load`` reads a member through zipfile: a full copy plus a CRC pass, ~1 s for the
     450 MB of a 1M-node benchmark graph. Stored members are plain .npy bytes inside the zip.
     """
+    assert archive.zip is not None  # set while the archive is open; None only once closed
     info = archive.zip.getinfo(key + ".npy")
     if info.compress_type != zipfile.ZIP_STORED:
         return None
@@ -262,7 +263,9 @@ def write_npz(graph: Graph, path: str | os.PathLike, *, compress: bool = False) 
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            (np.savez_compressed if compress else np.savez)(fh, **arrays)
+            # mypy maps **arrays onto savez's `allow_pickle: bool` too; the keys here are never
+            # "allow_pickle" (and numpy 1.26, still supported, has no such keyword to pass).
+            (np.savez_compressed if compress else np.savez)(fh, **arrays)  # type: ignore[arg-type]
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -344,6 +344,7 @@ def check_id_range(
         if value < 0:
             why = f"{end} id {value} is negative"
         else:
+            assert limit is not None  # a non-negative id is flagged only by `ids >= limit`
             why = (
                 f"{end} id {value} is out of range: there are {limit} {kind}nodes "
                 f"(ids 0..{limit - 1})"
