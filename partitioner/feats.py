@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from .format import PartConfig
 from .loader import load_partition
 
 
 def load_partition_feats(
-    part_config: str | os.PathLike[str] | dict[str, Any],
+    part_config: str | os.PathLike[str] | PartConfig,
     part_id: int,
     load_nodes: bool = True,
     load_edges: bool = True,

@@ -16,8 +16,10 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,199 @@ DGL_KEYS = (
     "ntypes",
     "etypes",
 )
+
+
+@dataclass(frozen=True)
+class PartEntry:
+    """One part's entry (``part-N``) of a part config: the relative paths of its shards.
+
+    ``doc`` is the entry as the JSON holds it; the properties name what readers use."""
+
+    part_id: int
+    doc: Mapping[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The entry's value at ``key`` (``default`` when absent), as in the JSON."""
+        return self.doc.get(key, default)
+
+    @property
+    def csc(self) -> Mapping[str, Mapping[str, str]]:
+        """Per edge type key, the in-edge CSC's arrays (``indptr``, ``indices``)."""
+        value: Mapping[str, Mapping[str, str]] = self.doc["csc"]
+        return value
+
+    @property
+    def csr(self) -> Mapping[str, Mapping[str, str]]:
+        """Per edge type key, the out-CSR's arrays (empty when written with --no-out-edges)."""
+        value: Mapping[str, Mapping[str, str]] = self.doc.get("csr", {})
+        return value
+
+    @property
+    def has_out_edges(self) -> bool:
+        """Whether the part holds its out-CSR (not written with ``--no-out-edges``)."""
+        return "csr" in self.doc
+
+    @property
+    def halo_nids(self) -> str | None:
+        """The halo nodes' array, or None when the part has no halo."""
+        value: str | None = self.doc.get("halo_nids")
+        return value
+
+    @property
+    def halo_edges(self) -> Mapping[str, Any] | None:
+        """The halo edges' arrays, or None when the part has none."""
+        value: Mapping[str, Any] | None = self.doc.get("halo_edges")
+        return value
+
+    @property
+    def node_feat_files(self) -> Mapping[str, str]:
+        """Owned nodes' feature arrays keyed ``"ntype/name"``."""
+        value: Mapping[str, str] = self.doc["node_feat_files"]
+        return value
+
+    @property
+    def edge_feat_files(self) -> Mapping[str, str]:
+        """Inner edges' feature arrays keyed ``"src:etype:dst/name"``."""
+        value: Mapping[str, str] = self.doc.get("edge_feat_files", {})
+        return value
+
+
+@dataclass(frozen=True, eq=False)
+class PartConfig(Mapping[str, Any]):
+    """A partition's config, as :func:`read_config` returns it: the JSON document (read as a
+    mapping, DGL's keys and ours) plus where it was read from, with typed accessors for what
+    the packages read.
+
+    ``path`` is None for a config built in memory (DGL's dicts handed to the partition book);
+    messages then name it "the partition config". Nothing here is mutable: a config is read,
+    never changed in place.
+    """
+
+    doc: Mapping[str, Any]
+    path: Path | None = None
+    parts: tuple[PartEntry, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "doc", MappingProxyType(dict(self.doc)))
+        n = self.doc.get("num_parts")
+        entries = tuple(PartEntry(i, self.doc[f"part-{i}"])
+                        for i in range(n if isinstance(n, int) else 0)
+                        if isinstance(self.doc.get(f"part-{i}"), Mapping))
+        object.__setattr__(self, "parts", entries)
+
+    @classmethod
+    def of(cls, config: PartConfig | Mapping[str, Any]) -> PartConfig:
+        """``config`` itself when it is a PartConfig, else its document (e.g. DGL's JSON as a
+        dict) as a config with no path."""
+        return config if isinstance(config, PartConfig) else cls(config)
+
+    # --- the mapping: the JSON document ----------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        return self.doc[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.doc)
+
+    def __len__(self) -> int:
+        return len(self.doc)
+
+    # --- where it lives -------------------------------------------------------------------
+    @property
+    def file(self) -> Path:
+        """The JSON file it was read from (PartitionFormatError for a config built in memory,
+        which has no file, nor a folder to read shards from)."""
+        if self.path is None:
+            raise PartitionFormatError("the partition config was built in memory: it has no "
+                                       "file, nor a folder to read shards from",
+                                       hint="read it with read_config(PATH)")
+        return self.path
+
+    @property
+    def dir(self) -> Path:
+        """The partition folder (paths in the config are relative to it)."""
+        return self.file.parent
+
+    @property
+    def where(self) -> str:
+        """How messages name the config: its path, or "the partition config"."""
+        return str(self.path) if self.path is not None else "the partition config"
+
+    # --- what the packages read -----------------------------------------------------------
+    @property
+    def graph_name(self) -> str:
+        """The graph's name (``NAME.json``, ``data/NAME/`` on the hosts)."""
+        return str(self.doc["graph_name"])
+
+    @property
+    def num_parts(self) -> int:
+        """Number of parts (one per machine)."""
+        return int(self.doc["num_parts"])
+
+    @property
+    def halo_hops(self) -> int:
+        """Hops of halo nodes each part holds."""
+        return int(self.doc["halo_hops"])
+
+    @property
+    def ntypes(self) -> Mapping[str, int]:
+        """Node type name -> node type id."""
+        value: Mapping[str, int] = self.doc["ntypes"]
+        return value
+
+    @property
+    def etypes(self) -> Mapping[str, int]:
+        """Edge type key (``"src:etype:dst"``) -> edge type id."""
+        value: Mapping[str, int] = self.doc["etypes"]
+        return value
+
+    @property
+    def node_map(self) -> Mapping[str, Any]:
+        """Per node type, each part's ``[start, end)`` of homogeneous ids."""
+        value: Mapping[str, Any] = self.doc["node_map"]
+        return value
+
+    @property
+    def edge_map(self) -> Mapping[str, Any]:
+        """Per edge type key, each part's ``[start, end)`` of edge ids."""
+        value: Mapping[str, Any] = self.doc["edge_map"]
+        return value
+
+    @property
+    def orig_nids(self) -> Mapping[str, str]:
+        """Per node type, the array of each relabeled id's input id."""
+        value: Mapping[str, str] = self.doc.get("orig_nids", {})
+        return value
+
+    @property
+    def orig_eids(self) -> Mapping[str, str]:
+        """Per edge type key, the array of each relabeled edge id's input id."""
+        value: Mapping[str, str] = self.doc.get("orig_eids", {})
+        return value
+
+    @property
+    def feature_schema(self) -> Mapping[str, Mapping[str, Any]]:
+        """``{"node"|"edge": {"TYPE/name": {"shape": [...], "dtype": "..."}}}``."""
+        value: Mapping[str, Mapping[str, Any]] = self.doc.get("feature_schema", {})
+        return value
+
+    @property
+    def files(self) -> Mapping[str, Mapping[str, Any]]:
+        """Every shard's relative path -> its recorded ``size`` and checksum."""
+        value: Mapping[str, Mapping[str, Any]] = self.doc.get("files", {})
+        return value
+
+    @property
+    def quality(self) -> Mapping[str, Any] | None:
+        """The partition's quality report (None for partitions written before it existed)."""
+        value: Mapping[str, Any] | None = self.doc.get("quality")
+        return value
+
+    def part(self, part_id: int) -> PartEntry:
+        """The entry of part ``part_id``; PartitionFormatError when there is no such part."""
+        if not 0 <= part_id < len(self.parts):
+            raise PartitionFormatError(f"{self.where}: part {part_id} does not exist "
+                                       f"(num_parts is {self.num_parts})")
+        return self.parts[part_id]
 
 
 def safe_name(name: str) -> str:
@@ -315,7 +510,7 @@ def find_config(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_config(path: str | os.PathLike[str]) -> PartConfig:
     """Load and check a part config; raises PartitionFormatError naming the file and key.
 
     Every path it names must stay inside its folder (:func:`check_config_paths`)."""
@@ -350,22 +545,20 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         if f"part-{i}" not in config:
             raise PartitionFormatError(f"{p}: missing key 'part-{i}'")
     check_config_paths(config, str(p), p.parent)
-    config["_path"] = str(p)
-    config["_dir"] = str(p.parent)
-    return config
+    return PartConfig(config, p)
 
 
 def verify_files(
-    config: dict[str, Any], parts: list[int] | None = None, *, checksums: bool = True
+    config: PartConfig, parts: list[int] | None = None, *, checksums: bool = True
 ) -> list[str]:
     """Check recorded sizes (and checksums) of the files of ``parts`` (all when None).
 
     Returns the list of problems, each naming the file; empty when everything matches.
     """
-    root = Path(config["_dir"])
-    where, real_root = str(config.get("_path", root)), os.path.realpath(root)
+    root = config.dir
+    where, real_root = config.where, os.path.realpath(root)
     problems = []
-    for rel, meta in config.get("files", {}).items():
+    for rel, meta in config.files.items():
         path = check_part_path(root, rel, where, FILES_KEY, real_root)
         if parts is not None:
             m = re.match(r"part(\d+)/", rel)
@@ -383,30 +576,29 @@ def verify_files(
     return problems
 
 
-def checksum_error(config: dict[str, Any], problems: list[str]) -> ChecksumError:
+def checksum_error(config: PartConfig, problems: list[str]) -> ChecksumError:
     """The error that lists every file that failed verification."""
     return ChecksumError(
-        f"{config['_path']}: {len(problems)} file(s) fail verification:\n  "
+        f"{config.where}: {len(problems)} file(s) fail verification:\n  "
         + "\n  ".join(problems),
         hint="re-run 'dglctl partition' (or re-copy the folder) to restore them",
     )
 
 
-def check_files(config: dict[str, Any], parts: list[int] | None = None) -> None:
+def check_files(config: PartConfig, parts: list[int] | None = None) -> None:
     """Raise ChecksumError listing every file that fails its recorded size or checksum."""
     problems = verify_files(config, parts)
     if problems:
         raise checksum_error(config, problems)
 
 
-def load_array(config: dict[str, Any], relpath: str, *, mmap: bool = True,
+def load_array(config: PartConfig, relpath: str, *, mmap: bool = True,
                key: str = "a path") -> np.ndarray:
     """Open a shard listed in the config, memory-mapped read-only by default.
 
     ``relpath`` must stay inside the partition folder (:func:`check_part_path`; ``key`` is how
     an error names where the config holds it)."""
-    root = Path(config["_dir"])
-    path = check_part_path(root, relpath, str(config.get("_path", root)), key)
+    path = check_part_path(config.dir, relpath, config.where, key)
     try:
         loaded: np.ndarray = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         return loaded

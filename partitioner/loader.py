@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from .errors import OutEdgesMissing, PartitionFormatError
-from .format import check_files, load_array, read_config
+from .format import PartConfig, PartEntry, check_files, load_array, read_config
 from .graph import parse_etype_key
 from .partition_book import RangePartitionBook
 
@@ -26,15 +27,10 @@ class Partition:
     nodes: every edge whose source it owns, with its global destination and edge id.
     """
 
-    def __init__(self, config: dict[str, Any], part_id: int) -> None:
-        if not 0 <= part_id < config["num_parts"]:
-            raise PartitionFormatError(
-                f"{config['_path']}: part {part_id} does not exist (num_parts is "
-                f"{config['num_parts']})"
-            )
+    def __init__(self, config: PartConfig, part_id: int) -> None:
         self.config = config
         self.part_id = part_id
-        self.entry = config[f"part-{part_id}"]
+        self.entry: PartEntry = config.part(part_id)
         self.book = RangePartitionBook(config, part_id)
 
     def _load(self, rel: str, *keys: str) -> np.ndarray:
@@ -56,7 +52,7 @@ class Partition:
     @cached_property
     def halo_nids(self) -> np.ndarray:
         """Homogeneous ids of the halo nodes, hop 1 first then hop 2, each sorted."""
-        rel = self.entry.get("halo_nids")
+        rel = self.entry.halo_nids
         return self._load(rel, "halo_nids") if rel else np.empty(0, np.int64)
 
     @cached_property
@@ -79,21 +75,21 @@ class Partition:
 
     def csc(self, etype: str) -> tuple[np.ndarray, np.ndarray]:
         """(indptr, global source ids) of inner edges of canonical type ``"src:etype:dst"``."""
-        files = self.entry["csc"][etype]
+        files = self.entry.csc[etype]
         return (self._load(files["indptr"], "csc", etype, "indptr"),
                 self._load(files["indices"], "csc", etype, "indices"))
 
     @property
     def has_out_edges(self) -> bool:
         """Whether this partition was written with out-edges (the default)."""
-        return "csr" in self.entry
+        return self.entry.has_out_edges
 
     def csr(self, etype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(indptr, global destination ids, global edge ids) of the out-edges of ``etype``
         (``"src:etype:dst"``) whose source this part owns; ``indptr`` runs over the part's
         owned nodes of the source type in per-type id order."""
         check_out_edges(self.config)
-        files = self.entry["csr"][etype]
+        files = self.entry.csr[etype]
         return tuple(self._load(files[k], "csr", etype, k)  # type: ignore[return-value]
                      for k in ("indptr", "indices", "eids"))
 
@@ -104,12 +100,12 @@ class Partition:
     def inner_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All inner edges as global ``(src, dst, eid, etype_id)`` arrays."""
         srcs, dsts, eids, types = [], [], [], []
-        for key, e in self.config["etypes"].items():
+        for key, e in self.config.etypes.items():
             indptr, indices = self.csc(key)
             dst_type = parse_etype_key(key)[2]
             dst_pt = self.book.nodes.part_ids(self.part_id, dst_type)
             dst = self.book.map_to_homo_nid(np.repeat(dst_pt, np.diff(indptr)), dst_type)
-            lo = self.config["edge_map"][key][self.part_id][0]
+            lo = self.config.edge_map[key][self.part_id][0]
             srcs.append(np.asarray(indices))
             dsts.append(dst)
             eids.append(np.arange(lo, lo + len(indices), dtype=np.int64))
@@ -118,7 +114,7 @@ class Partition:
 
     def halo_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Non-inner edges kept for 2-hop halos, as global ``(src, dst, eid)``."""
-        files = self.entry.get("halo_edges")
+        files = self.entry.halo_edges
         if not files:
             empty = np.empty(0, np.int64)
             return empty, empty, empty
@@ -130,9 +126,9 @@ class Partition:
 
         Needs ``halo_hops >= 1``: with 0 hops the sources of cut edges are not local nodes.
         """
-        if self.config["halo_hops"] < 1:
+        if self.config.halo_hops < 1:
             raise PartitionFormatError(
-                f"{self.config['_path']}: local_graph() needs halo_hops >= 1 (this partition has 0)",
+                f"{self.config.where}: local_graph() needs halo_hops >= 1 (this partition has 0)",
                 hint="use inner_edges() for global ids, or re-partition with --halo-hops 1",
             )
         s1, d1, e1, _ = self.inner_edges()
@@ -161,21 +157,21 @@ class Partition:
 
     def node_feats(self) -> dict[str, np.ndarray]:
         """Owned-node features keyed ``"ntype/name"``, rows in per-type local order."""
-        files = self.entry["node_feat_files"]
+        files = self.entry.node_feat_files
         return {k: self._load(v, "node_feat_files", k) for k, v in files.items()}
 
     def edge_feats(self) -> dict[str, np.ndarray]:
         """Inner-edge features keyed ``"src:etype:dst/name"``, rows in edge id order."""
-        files = self.entry.get("edge_feat_files", {})
+        files = self.entry.edge_feat_files
         return {k: self._load(v, "edge_feat_files", k) for k, v in files.items()}
 
 
-def check_out_edges(config: dict[str, Any]) -> None:
+def check_out_edges(config: PartConfig) -> None:
     """Raise OutEdgesMissing unless every part of ``config`` holds its out-CSR."""
-    missing = [p for p in range(config["num_parts"]) if "csr" not in config[f"part-{p}"]]
+    missing = [e.part_id for e in config.parts if not e.has_out_edges]
     if missing:
         raise OutEdgesMissing(
-            f"{config['_path']}: part(s) {', '.join(map(str, missing))} hold no out-edges "
+            f"{config.where}: part(s) {', '.join(map(str, missing))} hold no out-edges "
             "(written with --no-out-edges); edge_dir='out' sampling and out_degrees need them",
             hint="re-run 'dglctl partition' without --no-out-edges "
                  "(partition_graph(..., out_edges=True))",
@@ -183,13 +179,13 @@ def check_out_edges(config: dict[str, Any]) -> None:
 
 
 def load_partition(
-    config: str | os.PathLike[str] | dict[str, Any], part_id: int, *, verify: bool = False
+    config: str | os.PathLike[str] | PartConfig, part_id: int, *, verify: bool = False
 ) -> Partition:
     """Open part ``part_id`` of the partition described by ``config`` (a path or a loaded config).
 
     With ``verify``, the part's files are checked against their recorded checksums first.
     """
-    cfg = config if isinstance(config, dict) else read_config(config)
+    cfg = config if isinstance(config, PartConfig) else read_config(config)
     part = Partition(cfg, part_id)
     if verify:
         check_files(cfg, [part_id])
@@ -197,25 +193,25 @@ def load_partition(
 
 
 def load_partition_book(
-    config: str | os.PathLike[str] | dict[str, Any], part_id: int = 0
+    config: str | os.PathLike[str] | Mapping[str, Any], part_id: int = 0
 ) -> tuple[RangePartitionBook, str, dict[str, int], dict[tuple[str, str, str], int]]:
     """DGL's ``load_partition_book``: ``(book, graph_name, ntypes, etypes)``, the range
     partition book as seen from part ``part_id``, the graph's name, node type -> id and
-    canonical edge type -> id."""
-    cfg = config if isinstance(config, dict) else read_config(config)
+    canonical edge type -> id. ``config`` is a path, a config, or DGL's JSON as a dict."""
+    cfg = PartConfig.of(config) if isinstance(config, Mapping) else read_config(config)
     book = RangePartitionBook(cfg, part_id)
     for kind, rmap in (("node_map", book.nodes), ("edge_map", book.edges)):
         flat = rmap.ranges.reshape(-1)  # part-major, then type id: never decreasing (DGL)
         if np.any(flat[1:] < flat[:-1]):
             raise ValueError(f"the {kind} is not sorted by part, then type id: {flat.tolist()}")
-    etypes = {parse_etype_key(k): int(v) for k, v in cfg["etypes"].items()}
-    return book, cfg["graph_name"], {k: int(v) for k, v in cfg["ntypes"].items()}, etypes
+    etypes = {parse_etype_key(k): int(v) for k, v in cfg.etypes.items()}
+    return book, cfg.graph_name, {k: int(v) for k, v in cfg.ntypes.items()}, etypes
 
 
-def load_orig_ids(config: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict, dict]:
+def load_orig_ids(config: str | os.PathLike[str] | PartConfig) -> tuple[dict, dict]:
     """``(orig_nids, orig_eids)``: per type, the input id of each relabeled per-type id."""
-    cfg = config if isinstance(config, dict) else read_config(config)
-    nids = {t: load_array(cfg, p, key=f"['orig_nids'][{t!r}]") for t, p in cfg["orig_nids"].items()}
+    cfg = config if isinstance(config, PartConfig) else read_config(config)
+    nids = {t: load_array(cfg, p, key=f"['orig_nids'][{t!r}]") for t, p in cfg.orig_nids.items()}
     eids = {parse_etype_key(k): load_array(cfg, p, key=f"['orig_eids'][{k!r}]")
-            for k, p in cfg["orig_eids"].items()}
+            for k, p in cfg.orig_eids.items()}
     return nids, eids

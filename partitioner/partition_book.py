@@ -8,10 +8,12 @@ ranges are laid out part-major then type (DGL's scheme). Every lookup here is a 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from .format import PartConfig
 from .graph import HOMO_ETYPE, HOMO_NTYPE, etype_key, parse_etype_key
 
 DEFAULT_NTYPE = HOMO_NTYPE  # DGL's default arguments: homogeneous ids
@@ -101,16 +103,17 @@ class RangePartitionBook:
     defaults) mean homogeneous ids on any graph, as in DGL.
     """
 
-    def __init__(self, config: dict[str, Any], part_id: int = 0) -> None:
-        self._ntypes = sorted(config["ntypes"], key=config["ntypes"].get)
-        etype_keys = sorted(config["etypes"], key=config["etypes"].get)
+    def __init__(self, config: PartConfig | Mapping[str, Any], part_id: int = 0) -> None:
+        config = PartConfig.of(config)  # a read config, or DGL's JSON as a dict
+        self._ntypes = sorted(config.ntypes, key=config.ntypes.__getitem__)
+        etype_keys = sorted(config.etypes, key=config.etypes.__getitem__)
         self._canonical_etypes = [parse_etype_key(k) for k in etype_keys]
         self._etypes = [c[1] for c in self._canonical_etypes]
-        num_parts = int(config["num_parts"])
+        num_parts = config.num_parts
         if not 0 <= int(part_id) < num_parts:
             raise ValueError(f"part {part_id} does not exist (num_parts is {num_parts})")
-        nranges = np.array([config["node_map"][t] for t in self._ntypes], np.int64)  # (T, P, 2)
-        eranges = np.array([config["edge_map"][k] for k in etype_keys], np.int64)
+        nranges = np.array([config.node_map[t] for t in self._ntypes], np.int64)  # (T, P, 2)
+        eranges = np.array([config.edge_map[k] for k in etype_keys], np.int64)
         self.nodes = RangeMap(self._ntypes, nranges.transpose(1, 0, 2).reshape(num_parts, -1, 2))
         self.edges = RangeMap(etype_keys, eranges.transpose(1, 0, 2).reshape(num_parts, -1, 2))
         self._partid = int(part_id)

@@ -15,7 +15,14 @@ import numpy as np
 from . import __version__
 from .balance import balance_weights
 from .errors import PartitionOptionError
-from .format import FORMAT_VERSION, ShardWriter, atomic_output_dir, safe_name, write_config
+from .format import (
+    FORMAT_VERSION,
+    PartConfig,
+    ShardWriter,
+    atomic_output_dir,
+    safe_name,
+    write_config,
+)
 from .graph import Graph, etype_key
 from .inputs import as_graph
 from .methods import INT32_MAX, METHODS, assign_parts
@@ -168,7 +175,7 @@ def _dgl_options(dgl_names: dict[str, Any], given: dict[str, Any],
     return opts
 
 
-def orig_id_tensors(config: dict[str, Any]) -> tuple[Any, Any]:
+def orig_id_tensors(config: PartConfig) -> tuple[Any, Any]:
     """DGL's ``return_mapping`` value: ``(orig_nids, orig_eids)`` as int64 torch tensors, the
     input id of each new per-type id; dicts by node type / canonical edge type unless the
     graph has a single node type and a single edge type."""
@@ -202,7 +209,7 @@ def _partition(
     out_edges: bool,
     overwrite: bool,
     reporter: ProgressReporter | None,
-) -> dict[str, Any]:
+) -> PartConfig:
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
     phases = _Phases(reporter or _Silent())
@@ -211,7 +218,8 @@ def _partition(
     num_pieces = num_parts * trainers_per_machine
 
     with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
-        weights, weight_names = None, []
+        weights: np.ndarray | None = None
+        weight_names: list[str] = []
         indptr = indices = None
         presort = out_presort = None
         try:
@@ -318,9 +326,7 @@ def _partition(
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         config["quality"] = quality_report(graph, part, part_stats, phases.times, peak)
         write_config(tmp / f"{graph_name}.json", config)
-    config["_path"] = str(out / f"{graph_name}.json")
-    config["_dir"] = str(out)
-    return config
+    return PartConfig(config, out / f"{graph_name}.json")
 
 
 def _check_options(

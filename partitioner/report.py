@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .format import PartConfig
 from .graph import Graph
 
 
@@ -59,14 +60,14 @@ def quality_report(
     }
 
 
-def format_report(config: dict[str, Any]) -> str:
+def format_report(config: PartConfig) -> str:
     """Render a config's quality report as a plain-text table for people."""
-    q = config.get("quality")
+    q = config.quality
     if not q:
-        return f"{config['graph_name']}: no quality report stored"
+        return f"{config.graph_name}: no quality report stored"
     lines = [
-        f"graph {config['graph_name']}: {config['num_nodes']:,} nodes, {config['num_edges']:,} "
-        f"edges, {config['num_parts']} parts ({config['part_method']}, halo {config['halo_hops']})",
+        f"graph {config.graph_name}: {config['num_nodes']:,} nodes, {config['num_edges']:,} "
+        f"edges, {config.num_parts} parts ({config['part_method']}, halo {config.halo_hops})",
         f"edge cut: {q['edge_cut']:,} edges ({q['edge_cut_pct']}%)",
         "",
         f"{'part':>4}  {'nodes':>12}  {'edges':>12}  {'train':>10}  {'halo':>10}",

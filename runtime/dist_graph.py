@@ -10,30 +10,30 @@ from __future__ import annotations
 
 import logging
 import os
-import weakref
 from collections import namedtuple
 from typing import Any
 
 import numpy as np
 import torch
 
-from partitioner.format import read_config
+from partitioner.format import PartConfig, read_config
 from partitioner.graph import etype_key, parse_etype_key
-from partitioner.partition_book import RangeMap, RangePartitionBook
+from partitioner.partition_book import RangePartitionBook
 
 from . import structure
 from .context import get_context
-from .dist_tensor import DistTensor, TensorMeta, _Life, count_nonzero, flush_frees
+from .dist_tensor import DistTensor
 from .env import torch_rank_world
 from .errors import DistError
-from .routing import route, split_by_owner
+from .routing import Router
 from .rpc import messages as msg
 from .rpc.client import Request
-from .sampling import kernels, neighbor
+from .sampling import neighbor
 from .sampling.block import EID, NID
 from .store.layout import feature_policy
 from .store.local import LocalPartition
 from .store.shm import ShmArena
+from .tensor_store import TensorMeta, TensorStore
 from .view import (
     DataView,
     DGLError,
@@ -49,11 +49,6 @@ log = logging.getLogger(__name__)
 
 Scheme = namedtuple("Scheme", ["shape", "dtype"])  # DGL's frame scheme: row shape and dtype
 
-# Remote pulls come back in pieces of this size, so the owner's gather of one piece overlaps
-# the transfer of the previous one and the copy here overlaps the next (10k x 128 float32 from
-# the other machine: 5.2 ms as one message, 3.6 ms in 1 MB pieces; 256 KB and 2 MB were slower).
-PULL_PIECE_BYTES = 1 << 20
-
 
 def _schemes(view: Any) -> dict[str, Scheme]:
     if not isinstance(view, DataView):
@@ -62,22 +57,11 @@ def _schemes(view: Any) -> dict[str, Scheme]:
     return {k: Scheme(tuple(t.shape[1:]), t.dtype) for k, t in view.items()}
 
 
-def _scatter_into(out: np.ndarray, sel):
-    """Sink for a streamed pull: rows ``row0...`` of the reply go to ``out[sel][row0...]``."""
-    if isinstance(sel, slice):  # every requested row came from this machine, in order
-        def sink(row0: int, rows: np.ndarray) -> None:
-            out[row0:row0 + len(rows)] = rows
-    else:
-        def sink(row0: int, rows: np.ndarray) -> None:
-            kernels.copy_rows(rows, out, dst_ids=sel[row0:row0 + len(rows)])
-    return sink
-
-
-def _check_other_name(graph_name: str, config: dict[str, Any], standalone: bool) -> None:
+def _check_other_name(graph_name: str, config: PartConfig, standalone: bool) -> None:
     """``DistGraph(graph_name)`` on a partition of another name: opened standalone, as DGL
     does there (DGL's own tests open ``test_sampling.json`` as ``"test_mp"``), with a log line
     saying which graph; refused in a launched job, where the name is what protects the run."""
-    opened, path = config["graph_name"], config["_path"]
+    opened, path = config.graph_name, config.where
     if standalone:
         log.warning("DistGraph(%r): opened graph %r of %s (standalone: the part config's "
                     "graph, whatever the name, as DGL)", graph_name, opened, path)
@@ -119,32 +103,23 @@ class DistGraph:
                 hint="pass part_config='parts/NAME.json' to run standalone",
             )
         self.config = read_config(path)
-        if self.config["graph_name"] != graph_name:
+        if self.config.graph_name != graph_name:
             _check_other_name(graph_name, self.config, ctx.standalone)
         # As DGL: the graph keeps the name it was given (a pickled handle reopens it so).
         self.graph_name = graph_name
         self._ctx = ctx
-        self._tensors: dict[str, TensorMeta] = {}
-        self._lives: weakref.WeakValueDictionary[str, _Life] = weakref.WeakValueDictionary()
-        self._in_rpc = 0
-        self._unfreed: list[str] = []
-        schema = self.config.get("feature_schema", {})
-        for kind in ("node", "edge"):
-            for key, meta in schema.get(kind, {}).items():
-                self._tensors[key] = TensorMeta(feature_policy(kind, key),
-                                                tuple(meta["shape"]), np.dtype(meta["dtype"]))
         self.machine_id = 0 if ctx.standalone else ctx.env.machine_id  # type: ignore[union-attr]
         self._book = RangePartitionBook(self.config, self.machine_id)
         if gpb is not None:
-            if gpb.num_partitions() != self.config["num_parts"]:
+            if gpb.num_partitions() != self.config.num_parts:
                 raise DistError(f"DistGraph({graph_name!r}): gpb has {gpb.num_partitions()} "
-                                f"parts, {self.config['_path']} {self.config['num_parts']}")
+                                f"parts, {self.config.where} {self.config.num_parts}")
             self._book = gpb
         if ctx.standalone:
-            if self.config["num_parts"] != 1:
+            if self.config.num_parts != 1:
                 raise DistError(
-                    f"standalone mode needs a 1-part partition; {self.config['_path']} has "
-                    f"{self.config['num_parts']}",
+                    f"standalone mode needs a 1-part partition; {self.config.where} has "
+                    f"{self.config.num_parts}",
                     hint="run through 'dglctl launch', or partition with --num-parts 1",
                 )
             self.local = LocalPartition.from_files(self.config, self._book)
@@ -155,34 +130,42 @@ class DistGraph:
             self.local = LocalPartition.from_shm(arena, self.config, self._book)
             for name in manifest["tensors"]:
                 self.local.tensor(name)
-            for etype in self.config["etypes"]:
+            for etype in self.config.etypes:
                 self.local.csc(etype)
         ctx.graphs.append(self)
         self._barrier_count = 0
+        self.router = Router(ctx.pool, self.machine_id)
+        self.store = TensorStore(self.router, self._book, self.local, ctx.env, self.barrier)
+        for kind in ("node", "edge"):
+            for key, meta in self.config.feature_schema.get(kind, {}).items():
+                self.store.add(key, TensorMeta(feature_policy(kind, key), tuple(meta["shape"]),
+                                               np.dtype(meta["dtype"])))
         # DGL's _ndata_store / _edata_store: per type, view key -> DistTensor (any name).
-        self._ndata_store: dict[str, dict[str, Any]] = {t: {} for t in self.ntypes}
-        self._edata_store: dict[str, dict[str, Any]] = {
-            etype_key(c): {} for c in self.canonical_etypes}
-        for key, meta in self._tensors.items():
-            typ, name = key.rsplit("/", 1)
-            store = self._ndata_store if meta.policy.startswith("node:") else self._edata_store
-            store[typ][name] = DistTensor._existing(self, key, meta)
+        self._data: dict[str, dict[str, dict[str, Any]]] = {
+            "node": {t: {} for t in self.ntypes},
+            "edge": {etype_key(c): {} for c in self.canonical_etypes}}
+        for kind in ("node", "edge"):
+            for key in self.config.feature_schema.get(kind, {}):
+                typ, name = key.rsplit("/", 1)
+                self._data[kind][typ][name] = DistTensor.existing(self.store, key)
         # One type: that type's view; several: {type: DistTensor} per key (DGLGraph's).
-        self.ndata = DataView(self, f"node:{self.ntypes[0]}") if len(self.ntypes) == 1 \
-            else HeteroDataView(self, "node")
-        self.edata = (DataView(self, f"edge:{etype_key(self.canonical_etypes[0])}")
-                      if len(self.canonical_etypes) == 1 else HeteroDataView(self, "edge"))
-        self.nodes = TypeView(self, "node")
-        self.edges = TypeView(self, "edge")
+        nodes, edges = self._data["node"], self._data["edge"]
+        self.ndata = (DataView(nodes[self.ntypes[0]], f"node:{self.ntypes[0]}")
+                      if len(nodes) == 1 else HeteroDataView(nodes, "node", self._ntype))
+        only = etype_key(self.canonical_etypes[0])
+        self.edata = (DataView(edges[only], f"edge:{only}")
+                      if len(edges) == 1 else HeteroDataView(edges, "edge", self._canonical))
+        self.nodes = TypeView(nodes, "node", self._ntype)
+        self.edges = TypeView(edges, "edge", self._canonical)
 
     # --- structure -----------------------------------------------------------------------
     @property
     def ntypes(self) -> list[str]:
-        return sorted(self.config["ntypes"], key=self.config["ntypes"].get)
+        return sorted(self.config.ntypes, key=self.config.ntypes.__getitem__)
 
     @property
     def canonical_etypes(self) -> list[tuple[str, str, str]]:
-        keys = sorted(self.config["etypes"], key=self.config["etypes"].get)
+        keys = sorted(self.config.etypes, key=self.config.etypes.__getitem__)
         return [parse_etype_key(k) for k in keys]
 
     @property
@@ -196,13 +179,18 @@ class DistGraph:
                                f"{self.canonical_etypes}")
             return etype_key(self.canonical_etypes[0])
         try:
-            key = self._book._etype_name(etype)
+            key = etype_key(self._book.to_canonical_etype(etype))
         except ValueError as e:
             raise DGLError(str(e)) from None
-        if key not in self.config["etypes"]:
+        if key not in self.config.etypes:
             raise DGLError(f"edge type {etype!r} does not exist; the graph has "
                            f"{self.canonical_etypes}")
         return key
+
+    def _ntype(self, ntype: Any) -> str:
+        if ntype not in self.config.ntypes:
+            raise DGLError(f"node type {ntype!r} does not exist; the graph has {self.ntypes}")
+        return str(ntype)
 
     def to_canonical_etype(self, etype) -> tuple[str, str, str]:
         """The canonical ``(src type, edge type, dst type)`` of ``etype`` (DGLError if it is
@@ -261,13 +249,11 @@ class DistGraph:
                 raise DGLError("Node type name must be specified if there are more than one "
                                "node types.")
             return 0
-        if ntype not in self.config["ntypes"]:
-            raise DGLError(f"node type {ntype!r} does not exist; the graph has {self.ntypes}")
-        return int(self.config["ntypes"][ntype])
+        return int(self.config.ntypes[self._ntype(ntype)])
 
     def get_etype_id(self, etype) -> int:
         """The id of edge type ``etype`` (a name, a canonical triple, or None: the only one)."""
-        return int(self.config["etypes"][self._canonical(etype)])
+        return int(self.config.etypes[self._canonical(etype)])
 
     def get_node_partition_policy(self, ntype: str) -> NodePartitionPolicy:
         """The partition policy of node type ``ntype`` (for a new DistTensor's rows)."""
@@ -292,13 +278,9 @@ class DistGraph:
             return
         assert ctx.env is not None and ctx.pool is not None
         total = len(ctx.pool.machines) * ctx.env.num_trainers
-        self._in_rpc += 1
-        try:
-            ctx.pool.call_many(
-                [Request(0, 0, msg.Barrier(f"{self.graph_name}:{self._barrier_count}", total))],
-                max_wait=ctx.env.barrier_timeout)
-        finally:
-            self._in_rpc -= 1
+        self.router.call_many(
+            [Request(0, 0, msg.Barrier(f"{self.graph_name}:{self._barrier_count}", total))],
+            max_wait=ctx.env.barrier_timeout)
 
     # --- tensors -------------------------------------------------------------------------
     def node_attr_schemes(self) -> dict[str, Scheme]:
@@ -311,96 +293,7 @@ class DistGraph:
 
     def count_nonzero(self, key: str) -> int:
         """Non-zero values of tensor ``key`` on every machine (DistTensor.count_nonzero)."""
-        return count_nonzero(self, key)
-
-    def _rmap(self, policy: Any) -> tuple[RangeMap, str]:
-        kind, typ = (policy if isinstance(policy, str) else policy.key).split(":", 1)
-        return (self._book.nodes, typ) if kind == "node" else (self._book.edges, typ)
-
-    def _route(self, shares, remote, local=None, place=None, **kwargs: Any) -> None:
-        self._in_rpc += 1
-        try:
-            route(self._ctx.pool, self.machine_id, shares, remote, local, place, **kwargs)
-        finally:
-            self._in_rpc -= 1
-        if self._unfreed and not self._in_rpc:
-            flush_frees(self)
-
-    def pull(self, name: str, policy: str, ids: np.ndarray, row_shape, dtype) -> np.ndarray:
-        """Rows ``ids`` (per-type ids) of tensor ``name``: local ones from shared memory."""
-        ids = np.asarray(ids, dtype=np.int64)
-        shares = split_by_owner(ids, *self._rmap(policy))
-        if len(shares) == 1 and shares[0].machine == self.machine_id:
-            return kernels.gather_rows(self.local.tensor(name), shares[0].local)  # all local
-        out = np.empty((len(ids), *row_shape), dtype)
-        # (Splitting a big pull into requests spread over servers was measured: no faster.
-        # The server streams its reply in pieces instead, copied here as they arrive.)
-        self._route(shares, lambda s: msg.Pull(name, PULL_PIECE_BYTES, s.local),
-                    lambda s: kernels.copy_rows(self.local.tensor(name), out, src_ids=s.local,
-                                                dst_ids=s.sel),
-                    sink=lambda s: _scatter_into(out, s.sel))
-        return out
-
-    def push(self, name: str, policy: str, ids: np.ndarray, data: np.ndarray, mode: str) -> None:
-        """Write (``set``) or accumulate (``add``) rows ``ids`` of tensor ``name``."""
-        ids = np.asarray(ids, dtype=np.int64)
-        self._route(split_by_owner(ids, *self._rmap(policy)),
-                    lambda s: msg.Push(name, mode, s.local, np.ascontiguousarray(data[s.sel])),
-                    lambda s: self.local.write(name, s.local, data[s.sel], mode))
-
-    def sparse_update(self, kind: str, weight: str, states: list[str], policy: str,
-                      ids: np.ndarray, grads: np.ndarray, params: dict, step: str) -> None:
-        """One collective optimizer step (DGL's ``step``): every trainer calls it with the
-        row gradients it has (maybe none); each row is updated once, from the mean of every
-        gradient of that row from every trainer (DGL's all-to-all, then ``update``).
-
-        Each machine's main server gathers the gradients of its rows from every trainer
-        (step ``step``), applies the update once all have arrived, then answers them all: a
-        row's step reads and writes its weight and state, so one applier per machine keeps
-        every step. Standalone mode has one process and applies it in place.
-        """
-        ids = np.asarray(ids, np.int64)
-        if self._ctx.standalone:
-            self.local.sparse_update(kind, weight, states, ids, grads, params)
-            return
-        ctx = self._ctx
-        assert ctx.pool is not None and ctx.env is not None
-        total = len(ctx.pool.machines) * ctx.env.num_trainers
-        shares = {s.machine: s for s in split_by_owner(ids, *self._rmap(policy))}
-        reqs = []
-        for m in range(len(ctx.pool.machines)):
-            s = shares.get(m)
-            local = s.local if s is not None else ids[:0]
-            # Flat: the wire cannot carry an empty array of several dimensions.
-            rows = np.ascontiguousarray(grads[s.sel] if s is not None else grads[:0]).reshape(-1)
-            reqs.append(Request(m, 0, msg.SparseStep(step, total, kind, weight, states, params,
-                                                     local, rows)))
-        self._in_rpc += 1
-        try:
-            ctx.pool.call_many(reqs, max_wait=ctx.env.barrier_timeout)
-        finally:
-            self._in_rpc -= 1
-
-
-    def _tensor_key(self, policy: str, key: str) -> str | None:
-        """The stored name (``"TYPE/name"``) of the tensor that view key ``key`` of type
-        ``policy`` (``"node:T"`` / ``"edge:S:E:D"``) maps to; None when it has no such key
-        (``g.edata["p"] = DistTensor(..., name="other")`` is stored as ``"S:E:D/other"``)."""
-        t = DataView(self, policy).get(key)
-        return t.name if t is not None else None
-
-    def _prob_name(self, prob: str | None) -> str | None:
-        """The tensor name to sample ``prob=`` from: the stored name of view key ``prob`` of
-        every edge type that has it (the servers read ``"S:E:D/<name>"``)."""
-        if prob is None:
-            return None
-        names = {k.rsplit("/", 1)[1] for c in self.canonical_etypes
-                 if (k := self._tensor_key(f"edge:{etype_key(c)}", prob)) is not None}
-        if len(names) > 1:
-            raise DistError(f"prob={prob!r} names tensors of different names on different "
-                            f"edge types ({sorted(names)})",
-                            hint="give the weight tensors of every edge type the same name")
-        return names.pop() if names else prob
+        return self.store.count_nonzero(key)
 
     # --- degrees and edges (runtime.structure) -------------------------------------------
     def in_degrees(self, v=None, etype=None) -> torch.Tensor:
@@ -437,4 +330,4 @@ class DistGraph:
     def __reduce__(self):
         """Pickled as a handle, like DGL's (name and partition): unpickled in a process that
         called ``initialize()``, it opens the graph again there."""
-        return DistGraph, (self.graph_name, None, self.config["_path"])
+        return DistGraph, (self.graph_name, None, str(self.config.file))

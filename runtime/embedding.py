@@ -81,6 +81,12 @@ class DistEmbedding:
     def eval(self) -> DistEmbedding:
         return self.train(False)
 
+    @property
+    def trace(self) -> list[tuple[np.ndarray, torch.Tensor]]:
+        """``(ids, rows)`` of each lookup since the last step (the rows hold their
+        gradients once backward has run): what a sparse optimizer applies."""
+        return self._trace
+
     def reset_trace(self) -> None:
         """Forget the rows looked up since the last step."""
         self._trace = []

@@ -63,7 +63,8 @@ class ShmError(DistError):
 
 def _subclasses(cls: type) -> list[type]:
     out = [cls]
-    for sub in cls.__subclasses__():
+    subs: list[type] = cls.__subclasses__()
+    for sub in subs:
         out += _subclasses(sub)
     return out
 

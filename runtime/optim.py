@@ -72,22 +72,21 @@ class DistSparseGradOptimizer:
         self._steps += 1
         with torch.no_grad():
             for emb in self._params:
-                grads = [(ids, rows.grad) for ids, rows in emb._trace if rows.grad is not None]
+                grads = [(ids, rows.grad) for ids, rows in emb.trace if rows.grad is not None]
                 ids = np.concatenate([g[0] for g in grads]) if grads else np.empty(0, np.int64)
                 values = (torch.cat([g[1] for g in grads]).cpu().numpy() if grads
                           else np.empty((0, emb.embedding_dim), np.float32))
                 w = emb.weight
-                w._graph.sparse_update(self.kind, w.name, [s.name for s in self._states(emb)],
-                                       w._policy, ids, values, self._hyper(),
-                                       step=f"{w.name}:{self.kind}:{self._steps}")
+                w.store.sparse_update(self.kind, w.name, [s.name for s in self._states(emb)],
+                                      w.part_policy.key, ids, values, self._hyper(),
+                                      step=f"{w.name}:{self.kind}:{self._steps}")
                 emb.reset_trace()
 
     # --- checkpoints (DGL's format: one file per trainer, ``path_RANK``) ------------------
     def local_state_dict(self) -> dict[str, Any]:
         """This trainer's share of the state: per embedding, the ids of the rows this machine
         owns (split among its trainers by ``id % trainers``) and each state's rows."""
-        graph = self._params[0].weight._graph if self._params else None
-        env = graph._ctx.env if graph is not None else None
+        env = self._params[0].weight.store.env if self._params else None
         per_machine = env.num_trainers if env is not None else 1
         out: dict[str, Any] = {"emb_states": {}, "params": {"world_size": self._world_size,
                                                             **self._defaults}}
@@ -130,7 +129,7 @@ class DistSparseGradOptimizer:
 
     def _barrier(self) -> None:
         if self._params:
-            self._params[0].weight._graph.barrier()
+            self._params[0].weight.store.barrier()
 
     def save(self, f: str | os.PathLike) -> None:
         """Write this trainer's share of the state to ``f_RANK`` (every trainer calls it)."""

@@ -8,7 +8,8 @@ memory while they are in flight; each share's result is placed as it comes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +25,8 @@ from .rpc.messages import Message
 class Routed(Protocol):
     """Anything ``route`` can send: it names the machine it belongs to."""
 
-    machine: int
+    @property
+    def machine(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -102,3 +104,55 @@ def route(
         for it, reply in zip(remote_items, pending.collect(), strict=True):
             if place is not None:
                 place(it, reply)
+
+
+class Router:
+    """One graph's way to the machines of its job: :func:`route` and ``call_many`` through the
+    job's servers (``pool``; None standalone), from machine ``machine_id``.
+
+    It counts the requests in flight, so that work which must not run inside another
+    request's wait (a tensor freed from a finalizer while a pull waits) is done when the
+    outermost one ends: ``when_idle`` registers it, ``route`` runs it afterwards.
+    """
+
+    def __init__(self, pool: ServerPool | None, machine_id: int) -> None:
+        self.pool = pool
+        self.machine_id = machine_id
+        self._depth = 0
+        self._when_idle: list[Callable[[], None]] = []
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request of this graph is in flight (its caller waits for it)."""
+        return self._depth > 0
+
+    def when_idle(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after each :meth:`route` that leaves nothing in flight."""
+        self._when_idle.append(fn)
+
+    @contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """Count the requests of the ``with`` body as in flight."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    def route(self, items: Sequence[Routed], remote: Callable[[Any], Message],
+              local: Callable[[Any], Any] | None = None,
+              place: Callable[[Any, Any], None] | None = None, **kwargs: Any) -> None:
+        """:func:`route` from this machine, then the idle work when nothing is in flight."""
+        with self.in_flight():
+            route(self.pool, self.machine_id, items, remote, local, place, **kwargs)
+        if not self._depth:
+            for fn in self._when_idle:
+                fn()
+
+    def call_many(self, reqs: list[Request], max_wait: float | None = None) -> list[Any]:
+        """Send ``reqs`` and wait for every reply (a DistError without servers)."""
+        if self.pool is None:
+            raise DistError("this operation needs the job's servers, and there are none",
+                            hint="run through 'dglctl launch' (standalone mode has no servers)")
+        with self.in_flight():
+            return self.pool.call_many(reqs, max_wait=max_wait)

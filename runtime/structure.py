@@ -1,6 +1,6 @@
 """A ``DistGraph``'s structure queries: in/out degrees, ``find_edges`` and ``edge_subgraph``
-(DGL's ``_distributed_access`` users), each one request per owner machine through
-``DistGraph._route`` and this machine's share from its ``LocalPartition``."""
+(DGL's ``_distributed_access`` users), each one request per owner machine through the
+graph's ``Router`` and this machine's share from its ``LocalPartition``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from partitioner.graph import parse_etype_key
+from partitioner.graph import etype_key, parse_etype_key
 from partitioner.loader import check_out_edges
 
 from .routing import Share, split_by_owner
@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 
 def in_degrees(g: DistGraph, v=None, etype=None) -> torch.Tensor:
     """In-degree of nodes ``v`` (homogeneous/per-type ids of the edge type's destination)."""
-    key = g._canonical(etype)
+    key = etype_key(g.to_canonical_etype(etype))
     return degrees(g, v, key, parse_etype_key(key)[2], "in")
 
 
 def out_degrees(g: DistGraph, u=None, etype=None) -> torch.Tensor:
     """Out-degree of nodes ``u`` (needs a partition written with out-edges)."""
-    key = g._canonical(etype)
+    key = etype_key(g.to_canonical_etype(etype))
     check_out_edges(g.config)
     return degrees(g, u, key, parse_etype_key(key)[0], "out")
 
@@ -45,17 +45,17 @@ def degrees(g: DistGraph, nodes, key: str, ntype: str, edge_dir: str) -> torch.T
     def place(s: Share, reply: msg.DegreesReply) -> None:
         out[s.sel] = reply.degrees
 
-    g._route(split_by_owner(ids, g._book.nodes, ntype),
-             lambda s: msg.Degrees(key, edge_dir, s.local),
-             lambda s: msg.DegreesReply(g.local.degrees(key, s.local, edge_dir)),
-             place)
+    g.router.route(split_by_owner(ids, g.get_partition_book().nodes, ntype),
+                   lambda s: msg.Degrees(key, edge_dir, s.local),
+                   lambda s: msg.DegreesReply(g.local.degrees(key, s.local, edge_dir)),
+                   place)
     return torch.from_numpy(out)
 
 
 def find_edges(g: DistGraph, edges, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(src, dst)`` node ids of edge ids ``edges`` of ``etype``, per type as DGL returns
     them (on a graph of one node type those are the homogeneous ids)."""
-    key = g._canonical(etype)
+    key = etype_key(g.to_canonical_etype(etype))
     ids = np.asarray(edges, dtype=np.int64).reshape(-1)
     src = np.empty(len(ids), np.int64)
     dst = np.empty(len(ids), np.int64)
@@ -63,12 +63,13 @@ def find_edges(g: DistGraph, edges, etype=None) -> tuple[torch.Tensor, torch.Ten
     def place(s: Share, reply: msg.FindEdgesReply) -> None:
         src[s.sel], dst[s.sel] = reply.src, reply.dst
 
-    g._route(split_by_owner(ids, g._book.edges, key),
-             lambda s: msg.FindEdges(key, s.local),
-             lambda s: msg.FindEdgesReply(*g.local.find_edges(key, s.local)),
-             place)
+    book = g.get_partition_book()
+    g.router.route(split_by_owner(ids, book.edges, key),
+                   lambda s: msg.FindEdges(key, s.local),
+                   lambda s: msg.FindEdgesReply(*g.local.find_edges(key, s.local)),
+                   place)
     if len(g.ntypes) > 1:  # the parts answer in homogeneous ids
-        src, dst = g._book.map_to_per_ntype(src)[1], g._book.map_to_per_ntype(dst)[1]
+        src, dst = book.map_to_per_ntype(src)[1], book.map_to_per_ntype(dst)[1]
     return torch.from_numpy(np.asarray(src, np.int64)), \
         torch.from_numpy(np.asarray(dst, np.int64))
 
@@ -82,19 +83,19 @@ def edge_subgraph(g: DistGraph, edges: Any, relabel_nodes: bool = True,
         raise DGLError("edge_subgraph always stores the original node and edge ids")
     if not isinstance(edges, dict):
         edges = {None: edges}
-    found: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for etype, eids in edges.items():
+    found: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray, torch.Tensor]] = {}
+    for etype, ids in edges.items():
         c = g.to_canonical_etype(etype)
-        eids = torch.as_tensor(np.asarray(eids, np.int64).reshape(-1))
+        eids = torch.as_tensor(np.asarray(ids, np.int64).reshape(-1))
         src, dst = find_edges(g, eids, c)
         found[c] = (src.numpy(), dst.numpy(), eids)
     num_nodes = {t: g.num_nodes(t) for t in g.ntypes}
     ndata: dict[str, dict[str, torch.Tensor]] = {}
     if relabel_nodes:
         ends: dict[str, list[np.ndarray]] = {t: [] for t in g.ntypes}
-        for (st, _, dt), (src, dst, _) in found.items():
-            ends[st].append(src)
-            ends[dt].append(dst)
+        for (st, _, dt), (s, d, _) in found.items():
+            ends[st].append(s)
+            ends[dt].append(d)
         kept = {t: np.unique(np.concatenate(v)) if v else np.empty(0, np.int64)
                 for t, v in ends.items()}
         num_nodes = {t: len(v) for t, v in kept.items()}

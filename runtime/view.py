@@ -6,9 +6,9 @@ type) and the row ids a ``DistTensor`` accepts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,9 +17,6 @@ from partitioner.graph import etype_key, parse_etype_key
 
 from .context import get_context
 from .errors import EXIT_USAGE, DistError
-
-if TYPE_CHECKING:
-    from .dist_graph import DistGraph
 
 NODE_PART_POLICY, EDGE_PART_POLICY, POLICY_DELIMITER = "node", "edge", "~"
 
@@ -80,7 +77,7 @@ class PartitionPolicy:
             typ = types[0]
         if kind == EDGE_PART_POLICY:
             try:
-                typ = book._etype_name(typ)
+                typ = etype_key(book.to_canonical_etype(typ))
             except ValueError as e:  # the book's message names the types it has
                 raise NonCanonicalEtypeError(f"partition policy {policy_str!r}: {e}") from None
         if typ not in types:
@@ -192,11 +189,9 @@ class DataView(MutableMapping):
     of it remains, unless persistent); an unknown key is a KeyError.
     """
 
-    def __init__(self, graph: DistGraph, policy: str) -> None:
-        self._graph = graph
+    def __init__(self, data: dict[str, Any], policy: str) -> None:
         self._policy = policy
-        kind, typ = policy.split(":", 1)
-        self._data = (graph._ndata_store if kind == "node" else graph._edata_store)[typ]
+        self._data = data
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -234,20 +229,21 @@ class TypeData:
 
 
 class TypeView:
-    """``g.nodes`` / ``g.edges``: ``g.nodes[t].data`` is the view of node type ``t``; an
-    unknown type is a DGLError, as DGL's."""
+    """``g.nodes`` / ``g.edges``: ``g.nodes[t].data`` is the view of node type ``t``.
 
-    def __init__(self, graph: DistGraph, kind: str) -> None:
-        self._graph = graph
+    ``stores`` holds each type's data (view key -> DistTensor), keyed by type name (nodes) or
+    ``"src:etype:dst"`` (edges); ``resolve`` turns what the user wrote into that key (an
+    unknown type is a DGLError, as DGL's)."""
+
+    def __init__(self, stores: dict[str, dict[str, Any]], kind: str,
+                 resolve: Callable[[Any], str]) -> None:
+        self._stores = stores
         self._kind = kind
+        self._resolve = resolve
 
     def __getitem__(self, typ: Any) -> TypeData:
-        if self._kind == "edge":
-            typ = self._graph._canonical(typ)
-        elif typ not in self._graph.ntypes:
-            raise DGLError(f"node type {typ!r} does not exist; the graph has "
-                           f"{self._graph.ntypes}")
-        return TypeData(DataView(self._graph, f"{self._kind}:{typ}"))
+        key = self._resolve(typ)
+        return TypeData(DataView(self._stores[key], f"{self._kind}:{key}"))
 
 
 class HeteroDataView(MutableMapping):
@@ -260,15 +256,15 @@ class HeteroDataView(MutableMapping):
     answer as for any mapping.
     """
 
-    def __init__(self, graph: DistGraph, kind: str) -> None:
-        self._graph = graph
+    def __init__(self, stores: dict[str, dict[str, Any]], kind: str,
+                 resolve: Callable[[Any], str]) -> None:
+        self._stores = stores  # as TypeView's, in type id order
         self._kind = kind
+        self._resolve = resolve
 
     def _types(self) -> list[tuple[Any, DataView]]:
-        g = self._graph
-        if self._kind == "node":
-            return [(t, DataView(g, f"node:{t}")) for t in g.ntypes]
-        return [(c, DataView(g, f"edge:{etype_key(c)}")) for c in g.canonical_etypes]
+        return [(t if self._kind == "node" else parse_etype_key(t),
+                 DataView(d, f"{self._kind}:{t}")) for t, d in self._stores.items()]
 
     def __getitem__(self, key: str) -> dict[Any, Any]:
         found = {t: v[key] for t, v in self._types() if key in v}
@@ -281,7 +277,8 @@ class HeteroDataView(MutableMapping):
         if not isinstance(val, dict):
             raise DGLError(f"the graph has several {self._kind} types: set {key!r} with a dict "
                            f"{{type: DistTensor}} (or use g.{self._kind}s[TYPE].data)")
-        views = [(TypeView(self._graph, self._kind)[t].data, data) for t, data in val.items()]
+        types = TypeView(self._stores, self._kind, self._resolve)
+        views = [(types[t].data, data) for t, data in val.items()]
         for view, data in views:  # every type checked before any is set
             view[key] = data
 

@@ -53,7 +53,7 @@ LAYERS = (
     Group("server", 2, ("runtime.server.*",)),
     Group("block", 2, ("runtime.sampling.block", "runtime.sampling.graph")),
     Group("api", 3, ("runtime.context", "runtime.routing", "runtime.view", "runtime.dist_graph",
-                     "runtime.structure",
+                     "runtime.structure", "runtime.tensor_store",
                      "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
                      "runtime.sampling.neighbor")),
     Group("nn", 3, ("runtime.nn.*",), only=("nn", "block")),
@@ -313,17 +313,6 @@ def check_agent_imports(modules: dict[str, Module],
 # replaced by a contract (issue 20: what DistGraph's satellites need passed to them, the
 # partition book's public methods, Block's public fields). A read not listed here fails.
 PRIVATE_READS_ALLOWED = {
-    # DistGraph's internals, read by the pieces around it.
-    "runtime.dist_tensor": {"_book", "_ctx", "_lives", "_rmap", "_route", "_tensors",
-                            "_unfreed"},
-    "runtime.structure": {"_book", "_canonical", "_route"},
-    "runtime.view": {"_canonical", "_edata_store", "_etype_name", "_ndata_store"},
-    "runtime.sampling.neighbor": {"_canonical", "_ctx", "_prob_name", "_src_data"},
-    "runtime.optim": {"_ctx", "_graph", "_policy", "_trace"},
-    "runtime.dist_graph": {"_etype_name"},  # the partition book's
-    # Block's fields, packed for the wire.
-    "runtime.loader.batch_codec": {"_edata", "_edges", "_ndata", "_num_dst", "_num_nodes",
-                                   "_src_data"},
     # The metis package's loaded library (it exposes no public handle to it).
     "partitioner.methods.metis": {"_dll"},
 }

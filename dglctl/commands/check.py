@@ -76,7 +76,7 @@ def run_check(cluster: ClusterConfig, part_config: Path | None, *,
     hosts = cluster.hosts
     if part_config is not None:
         part_cfg = read_part_config(LaunchOptions(None, (), part_config), cluster)
-        hosts = select_hosts(cluster, part_cfg["num_parts"], str(part_cfg["_path"]))
+        hosts = select_hosts(cluster, part_cfg.num_parts, part_cfg.where)
     transports = [make_transport(h, cluster) for h in hosts]
     clients = [AgentClient(t) for t in transports]
     try:

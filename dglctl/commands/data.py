@@ -179,8 +179,11 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
             reporter=progress,
         )
     display.result(format_report(config))
-    display.result(f"\nwrote {config['_path']}")
-    display.json({k: v for k, v in config.items() if k != "files"} | {"read_seconds": read_seconds})
+    display.result(f"\nwrote {config.file}")
+    # The JSON keeps the keys it always had: the config's own, where it was written, the read.
+    display.json({k: v for k, v in config.items() if k != "files"}
+                 | {"_path": str(config.file), "_dir": str(config.dir),
+                    "read_seconds": read_seconds})
 
 
 class _SignalStop:
@@ -223,7 +226,7 @@ class _SignalStop:
             info = signal.sigtimedwait(STOP_SIGNALS, 0.1 if self.deferred is None else 0.005)
             if info is None:
                 if self.deferred is not None:
-                    _thread.interrupt_main(self.deferred)
+                    _thread.interrupt_main(signal.Signals(self.deferred))
                 continue
             if self.done.is_set():
                 self.late = info.si_signo
@@ -231,7 +234,7 @@ class _SignalStop:
             seen += 1
             if seen > 1:
                 os._exit(EXIT_SIGNAL_BASE + info.si_signo)
-            _thread.interrupt_main(info.si_signo)
+            _thread.interrupt_main(signal.Signals(info.si_signo))
 
 
 def _in_protected_code(frame: FrameType | None) -> bool:
@@ -315,11 +318,11 @@ def inspect(app, config, verify, json_mode) -> None:
     display.result(format_report(cfg))
     if verify:
         display.result(
-            f"\nfiles: {len(cfg.get('files', {}))} checked, "
+            f"\nfiles: {len(cfg.files)} checked, "
             + ("all match" if not problems else f"{len(problems)} FAILED")
         )
-    display.json({"config": cfg["_path"], "verified": verify, "problems": problems,
-                  "quality": cfg.get("quality")})
+    display.json({"config": str(cfg.file), "verified": verify, "problems": problems,
+                  "quality": cfg.quality})
     if problems:
         raise checksum_error(cfg, problems)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.protocol import lease_seconds, renew_interval
 from ..config import ClusterConfig, Host
@@ -35,6 +35,9 @@ from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_out
 from .renewer import LeaseRenewer
 from .stop import GRACE_SECONDS, stop_job
 from .sync import SyncResult, sync_files
+
+if TYPE_CHECKING:  # partitioner (numpy) is imported when a launch reads its partition
+    from partitioner.format import PartConfig
 
 __all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
 
@@ -61,20 +64,20 @@ def _raise_on_signals() -> dict[int, Any]:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
-def read_part_config(opts: LaunchOptions, cluster: ClusterConfig) -> dict[str, Any]:
+def read_part_config(opts: LaunchOptions, cluster: ClusterConfig) -> PartConfig:
     """The partition's config, checked against the cluster (enough hosts), the script (exists)
     and the files on this machine (present, right sizes; checksums are compared on the hosts
     after copying)."""
     from partitioner.format import read_config, verify_files
 
     cfg = read_config(opts.part_config)
-    select_hosts(cluster, cfg["num_parts"], str(cfg["_path"]))
+    select_hosts(cluster, cfg.num_parts, cfg.where)
     if opts.script is not None and not opts.script.is_file():
         raise ConfigError(f"training script {opts.script}: no such file")
-    problems = verify_files(cfg, list(range(cfg["num_parts"])), checksums=False)
+    problems = verify_files(cfg, list(range(cfg.num_parts)), checksums=False)
     if problems:
         raise ConfigError(
-            f"{cfg['_path']}: the partition is incomplete:\n  " + "\n  ".join(problems[:10]),
+            f"{cfg.where}: the partition is incomplete:\n  " + "\n  ".join(problems[:10]),
             hint="re-run 'dglctl partition', or 'dglctl inspect' to see every problem")
     return cfg
 
@@ -91,13 +94,13 @@ class Launcher:
         self.job_id = new_job_id()
         self.token = secrets.token_hex(16)
         self.part_cfg = read_part_config(opts, cluster)
-        self.hosts = select_hosts(cluster, self.part_cfg["num_parts"], self.part_cfg["_path"])
+        self.hosts = select_hosts(cluster, self.part_cfg.num_parts, self.part_cfg.where)
         # A script beside its data (or, on the local cluster, beside the hosts' workspaces)
         # must not ship the partition, the workspaces or the job records as its project.
         # Nor the job's shared-memory folder, nor the launcher's own output (``> run.log``).
         shm = cluster.env.get("DGLCTL_SHM_DIR")
         self.project = collect_project(opts.project_root, exclude=[
-            Path(self.part_cfg["_dir"]), dglctl_home(),
+            self.part_cfg.dir, dglctl_home(),
             *(Path(os.path.expanduser(h.workspace)) for h in cluster.hosts),
             *([Path(os.path.expanduser(shm))] if shm else [])], exclude_files=own_output())
         self.script_rel = entry_in(self.project, opts)
@@ -154,6 +157,7 @@ class Launcher:
             self._step(4, "trainers", self.start_trainers)
             if self.opts.detach:
                 self._set_state(JobState.RUNNING)
+                assert self.manifest is not None  # recorded by the copy step
                 self.display.json({"job": self.job_id, "state": str(JobState.RUNNING),
                                    "hosts": [h.name for h in self.hosts],
                                    "processes": len(self.manifest.procs)})
@@ -196,6 +200,7 @@ class Launcher:
         if self.manifest is None:
             self._init_manifest(None)
         m = self.manifest
+        assert m is not None  # set just above when it was missing
         if m.state not in (JobState.FAILED, JobState.STOPPED):
             m.state = state
         m.result.setdefault("phase", self._phase)
@@ -274,9 +279,9 @@ class Launcher:
     def _copy_host(self, i: int, client: AgentClient) -> SyncResult:
         plan = self._require_plan()
         hp, t = plan.hosts[i], client.transport
-        files = self.part_cfg["files"]
+        files = self.part_cfg.files
         data_rel = f"data/{plan.graph_name}"
-        shards = sync_files(client, Path(self.part_cfg["_dir"]), data_rel, hp.files,
+        shards = sync_files(client, self.part_cfg.dir, data_rel, hp.files,
                             {r: (files[r]["size"], files[r]["xxh3_128"]) for r in hp.files},
                             self._progress)
         p = self.project
@@ -286,7 +291,7 @@ class Launcher:
                              strict=False)
         gone = set(project.vanished)  # deleted here: there too
         client.prune(t.path(p.host_dir), [f.rel for f in p.files if f.rel not in gone])
-        t.put(Path(self.part_cfg["_path"]), f"{data_rel}/{plan.graph_name}.json")
+        t.put(self.part_cfg.file, f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
         project.files += shards.files
         project.bytes += shards.bytes
@@ -308,7 +313,7 @@ class Launcher:
             job_id=self.job_id, token=self.token,
             cluster=self.cluster.source(), cluster_record=self.cluster.record(),
             script=self.opts.entry, args=list(self.opts.script_args),
-            part_config=str(self.part_cfg["_path"]), ip_config=str(self.local_ip_config),
+            part_config=self.part_cfg.where, ip_config=str(self.local_ip_config),
             hosts=hosts, shm_dir=plan.shm_dir if plan is not None else None,
             encrypt=self.cluster.encrypt, lease_seconds=self.lease, timeout=self.cluster.timeout,
             launcher={"pid": os.getpid(), "host": socket.gethostname()})

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ClusterConfig, Host
 from ..errors import ConfigError
 from ..hosts.transport import join_path
+
+if TYPE_CHECKING:  # the CLI starts without numpy: partitioner is imported where it is used
+    from partitioner.format import PartConfig
 
 PORT_SEARCH = 200  # ports above the base that preflight probes for a free block
 TOKEN_VAR = "DGLCTL_TOKEN"
@@ -157,40 +160,36 @@ def select_hosts(cluster: ClusterConfig, num_parts: int, part_path: str) -> tupl
     return cluster.hosts[:num_parts]
 
 
-def host_files(part_config: Mapping[str, Any], i: int) -> tuple[str, ...]:
+def host_files(part_config: PartConfig, i: int) -> tuple[str, ...]:
     """The partition files host ``i`` needs: its part's and the shared ones.
 
     Each is copied to the same path under the host's data folder, so each must be a safe
     relative path (a PartitionFormatError names the config, the key and the path)."""
     from partitioner.paths import FILES_KEY, path_problem, refuse
 
-    files = tuple(part_config.get("files", {}))
+    files = tuple(part_config.files)
     for rel in files:
         why = path_problem(rel)
         if why is not None:
-            raise refuse(_where(part_config), FILES_KEY, rel, why)
+            raise refuse(part_config.where, FILES_KEY, rel, why)
     return tuple(rel for rel in files
                  if rel.startswith(f"part{i}/") or not rel.startswith("part"))
 
 
-def graph_name(part_config: Mapping[str, Any]) -> str:
+def graph_name(part_config: PartConfig) -> str:
     """The partition's graph name, once it is safe in host paths (``data/NAME/NAME.json``)."""
     from partitioner.paths import name_problem, refuse
 
-    name = str(part_config["graph_name"])
+    name = part_config.graph_name
     why = name_problem(name)
     if why is not None:
-        raise refuse(_where(part_config), "['graph_name']", name, why)
+        raise refuse(part_config.where, "['graph_name']", name, why)
     return name
 
 
-def _where(part_config: Mapping[str, Any]) -> str:
-    return str(part_config.get("_path", "the partition config"))
-
-
-def host_bytes(part_config: Mapping[str, Any], i: int) -> int:
+def host_bytes(part_config: PartConfig, i: int) -> int:
     """Bytes of the partition files host ``i`` needs."""
-    files = part_config.get("files", {})
+    files = part_config.files
     return sum(files[rel]["size"] for rel in host_files(part_config, i))
 
 
@@ -267,7 +266,7 @@ def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
     return max(1, (cores - others) // tph)
 
 
-def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mapping[str, Any],
+def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartConfig,
              job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
              port_base: int | None = None, cores: Sequence[int | None] | None = None,
              ifnames: Sequence[str | None] | None = None, project_dir: str = "work/project",
@@ -284,7 +283,7 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: Mappin
     it (default: its file name), unless ``opts.module`` names what runs.
     """
     graph = graph_name(part_config)
-    hosts = select_hosts(cluster, part_config["num_parts"], str(part_config.get("_path", "")))
+    hosts = select_hosts(cluster, part_config.num_parts, part_config.where)
     if not len(workspaces) == len(pythons) == len(hosts):
         raise ValueError(f"{len(hosts)} hosts but {len(workspaces)} workspaces and "
                          f"{len(pythons)} interpreters")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..config import ClusterConfig, Host, check_loopback, with_data_addresses
 from ..display import human_bytes
@@ -20,6 +20,9 @@ from ..errors import HostFailure
 from ..hosts.agent_client import AgentClient, PreflightReport
 from ..hosts.group import fan_out
 from .plan import busy_ports_problem, choose_ports, host_bytes, host_files, preflight_ports
+
+if TYPE_CHECKING:
+    from partitioner.format import PartConfig
 
 T = TypeVar("T")
 
@@ -60,16 +63,16 @@ def each_host(clients: Sequence[AgentClient],
     return fan_out(clients, safe)
 
 
-def bytes_to_copy(client: AgentClient, part_cfg: Mapping[str, Any], i: int) -> int:
+def bytes_to_copy(client: AgentClient, part_cfg: PartConfig, i: int) -> int:
     """Bytes of host ``i``'s partition files that are missing there or of another size (a
     file of the right size is checked after the copy, and rarely copied again). The client's
     transport must point at the workspace preflight found (expanded)."""
-    files = part_cfg["files"]
+    files = part_cfg.files
     rels = host_files(part_cfg, i)
-    have = client.checksums(client.transport.path(f"data/{part_cfg['graph_name']}"), rels,
+    have = client.checksums(client.transport.path(f"data/{part_cfg.graph_name}"), rels,
                             sizes_only=True, timeout=60)
     return sum(files[r]["size"] for r in rels
-               if have.get(r) is None or have[r].size != files[r]["size"])
+               if (h := have.get(r)) is None or h.size != files[r]["size"])
 
 
 def learn_addresses(cluster: ClusterConfig, hosts: Sequence[Host],
@@ -166,7 +169,7 @@ class PreflightResult:
 
 def judge(cluster: ClusterConfig, hosts: Sequence[Host],
           reports: Sequence[PreflightReport | HostFailure], *,
-          part_cfg: Mapping[str, Any] | None = None,
+          part_cfg: PartConfig | None = None,
           to_copy: Callable[[int], int] | None = None,
           explicit_port: bool = False) -> PreflightResult:
     """The problems of a preflight (no I/O but ``to_copy``): each host's (versions,
@@ -188,7 +191,7 @@ def judge(cluster: ClusterConfig, hosts: Sequence[Host],
 
 
 def _check_host(cluster: ClusterConfig, i: int, h: Host, r: PreflightReport | HostFailure,
-                part_cfg: Mapping[str, Any] | None,
+                part_cfg: PartConfig | None,
                 to_copy: Callable[[int], int] | None) -> HostCheck:
     """Host ``i``'s check, with the port problem it would have if no block were free."""
     if isinstance(r, HostFailure):

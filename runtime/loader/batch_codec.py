@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..errors import DistError
-from ..sampling.block import EID, NID, Block
+from ..sampling.block import Block
 from ..sampling.graph import PairGraph, SampledGraph
 
 
@@ -30,22 +30,23 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
         if isinstance(x, np.ndarray):
             return {"t": "nd", "i": leaf(x)}
         if isinstance(x, Block):
+            src, num_dst, edges = x.layout()
             return {
                 "t": "block",
-                "src": {t: leaf(d[NID].numpy()) for t, d in x._src_data.items()},
-                "ndst": x._num_dst,
-                "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()),
-                           leaf(x._edata[et][EID].numpy())]
-                          for et, (s, d) in x._edges.items()],
+                "src": {t: leaf(ids.numpy()) for t, ids in src.items()},
+                "ndst": num_dst,
+                "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()), leaf(e.numpy())]
+                          for et, (s, d, e) in edges.items()],
             }
         if isinstance(x, SampledGraph):
             def data(d: dict) -> dict:
                 return {k: leaf(v.detach().cpu().numpy()) for k, v in d.items()}
 
-            return {"t": "graph", "pair": isinstance(x, PairGraph), "n": x._num_nodes,
-                    "nd": {t: data(d) for t, d in x._ndata.items()},
-                    "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()), data(x._edata[et])]
-                              for et, (s, d) in x._edges.items()]}
+            num_nodes, gedges, edata, ndata = x.layout()
+            return {"t": "graph", "pair": isinstance(x, PairGraph), "n": num_nodes,
+                    "nd": {t: data(d) for t, d in ndata.items()},
+                    "edges": [[list(et), leaf(s.numpy()), leaf(d.numpy()), data(edata[et])]
+                              for et, (s, d) in gedges.items()]}
         if isinstance(x, (list, tuple)):
             return {"t": "list" if isinstance(x, list) else "tuple", "v": [walk(v) for v in x]}
         if isinstance(x, dict):

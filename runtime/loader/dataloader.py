@@ -64,13 +64,13 @@ class DistDataLoader:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = batch_size
         self.shuffle = shuffle
-        self.collate_fn = collate_fn
+        self.collate_fn: Callable[[Any], Any] | None = collate_fn
         self.drop_last = drop_last
         self.seed = seed
         self.epoch = 0
         self.prefetch = queue_size or 4
         self.num_samplers = _num_samplers(num_samplers)
-        self._workers = None
+        self._workers: SamplerPool | None = None
         n = len(self.dataset)
         local = n // batch_size if drop_last else math.ceil(n / batch_size)
         self.num_batches = _agreed_batches(local)
@@ -108,6 +108,7 @@ class DistDataLoader:
         return self._in_process(batches, epoch)
 
     def _in_process(self, batches: list[np.ndarray], epoch: int) -> Iterator[Any]:
+        assert self.collate_fn is not None, "batches of bare ids do not come here"
         for i, b in enumerate(batches):
             set_batch_key((epoch, i))
             try:
@@ -172,7 +173,5 @@ def split_by_type(g: Any, homo_ids: np.ndarray, kind: str = "node") -> dict[Any,
     return {names[t]: torch.from_numpy(per[tids == t]) for t in np.unique(tids)}
 
 
-def _sample_nodes(g: Any, graph_sampler: Any, typed: bool, seeds: torch.Tensor):
-    if typed:
-        seeds = split_by_type(g, seeds.numpy())
-    return graph_sampler.sample(g, seeds)
+def _sample_nodes(g: Any, graph_sampler: Any, typed: bool, seeds: torch.Tensor) -> Any:
+    return graph_sampler.sample(g, split_by_type(g, seeds.numpy()) if typed else seeds)

@@ -7,11 +7,13 @@ it as any user function. ``x_dot_y`` keeps a last dimension of 1, as DGL's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
         "dot": lambda a, b: (a * b).sum(-1, keepdim=True)}
 
 

@@ -134,7 +134,7 @@ class SamplerPool:
         self.timeout = timeout or (ctx.env.timeout * 30 if ctx.env else 300.0)
         folder = tempfile.mkdtemp(prefix=sampler_dir_prefix(ctx.env.job_id if ctx.env else None))
         os.chmod(folder, 0o700)
-        zctx = zmq.Context.instance()
+        zctx: zmq.Context = zmq.Context.instance()
         self._tasks = zctx.socket(zmq.PUSH)
         self._tasks.setsockopt(zmq.LINGER, 0)
         self._tasks.bind(f"ipc://{folder}/tasks")

@@ -56,7 +56,7 @@ class ServerPool:
         self.keeps_server = keeps_server
         self.role = role
         self.encrypt = encrypt
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context = zmq.Context.instance()
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
         # Handshake outcomes per socket, read only when a send finds no connection.
         self._monitors: dict[tuple[int, int], zmq.Socket] = {}

@@ -26,7 +26,8 @@ def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ..
     header["_t"] = [[a.dtype.str, list(a.shape)] for a in arrays]
     # Flat views (no copy): memoryview cannot cast an empty array of several dimensions.
     return [msgpack.packb(header, use_bin_type=True),
-            *[memoryview(a.reshape(-1)).cast("B") for a in arrays]]
+            # (numpy's stubs declare no buffer protocol before Python 3.12's Buffer)
+            *[memoryview(a.reshape(-1)).cast("B") for a in arrays]]  # type: ignore[arg-type]
 
 
 def unpack(frames: list) -> tuple[dict[str, Any], list[np.ndarray]]:

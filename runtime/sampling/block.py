@@ -253,6 +253,14 @@ class Block:
         _, dst = self._edges[et]
         return torch.bincount(dst, minlength=self._num_dst[et[2]])
 
+    def layout(self) -> tuple[dict[str, torch.Tensor], dict[str, int],
+                              dict[CanonicalEtype, tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor]]]:
+        """``(src_ids, num_dst, edges)`` as the constructor takes them: ``Block(*b.layout())``
+        is the same block without data other than the ids (how a batch crosses processes)."""
+        return ({t: d[NID] for t, d in self._src_data.items()}, dict(self._num_dst),
+                {et: (s, d, self._edata[et][EID]) for et, (s, d) in self._edges.items()})
+
     def to(self, device: Any, **kwargs: Any) -> Block:
         """A copy with every tensor on ``device``."""
         out = Block.__new__(Block)

@@ -110,6 +110,13 @@ class SampledGraph:
         self._edata = {et: dict((edata or {}).get(et, {})) for et in self._edges}
         self._views()
 
+    def layout(self) -> tuple[dict[str, int], dict[CanonicalEtype, tuple[Any, Any]],
+                              dict[CanonicalEtype, dict[str, torch.Tensor]],
+                              dict[str, dict[str, torch.Tensor]]]:
+        """``(num_nodes, edges, edata, ndata)`` as the constructor takes them (how a batch
+        crosses processes)."""
+        return self._num_nodes, self._edges, self._edata, self._ndata
+
     def _views(self) -> None:
         self.ndata = _TypedData(self._ndata)
         self.edata = _TypedData(self._edata)

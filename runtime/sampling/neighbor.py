@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from partitioner.graph import etype_key
 from partitioner.loader import check_out_edges
 
 from ..context import get_context
 from ..errors import DistError
-from ..routing import route, split_by_owner
+from ..routing import split_by_owner
 from ..rpc import messages as msg
 from .block import EID, NID, Block, block_from_edges
 from .draws import OUT_SALT
@@ -136,7 +137,7 @@ def sample_neighbor_edges(
     the graph's direction (with "out", ``src`` are seeds and ``dst`` their out-neighbours).
     """
     out_dir = _check_edge_dir(edge_dir, prob)
-    prob = g._prob_name(prob)  # the view key's stored tensor (g.edata["p"] = DistTensor(...))
+    prob = prob_tensor_name(g, prob)  # g.edata["p"] = DistTensor(..., name="other")
     if out_dir:
         check_out_edges(g.config)  # written with --no-out-edges: name the fix
     seeds = _as_seed_dict(g, nodes)
@@ -144,7 +145,7 @@ def sample_neighbor_edges(
     excl = _exclusions(g, exclude_edges)
     seed_end = 0 if out_dir else 2  # which end of an edge type the seeds are
     work: dict[int, _MachineWork] = {}
-    results: dict[CanonicalEtype, list[tuple[np.ndarray, ...]]] = {}
+    results: dict[CanonicalEtype, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for e, et in enumerate(g.canonical_etypes):
         f = _fanout_of(fanout, et)
         st = et[seed_end]
@@ -180,13 +181,15 @@ def sample_neighbor_edges(
                                           reply.seed_idx[i], reply.nbrs[i], reply.eids[i],
                                           out_dir))
 
-    route(g._ctx.pool, g.machine_id, list(work.values()), request, local, place)
-    out = {}
+    g.router.route(list(work.values()), request, local, place)
+    out: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for et, chunks in results.items():
         if len(chunks) == 1:
             out[et] = chunks[0]
         elif chunks:
-            out[et] = tuple(np.concatenate([c[i] for c in chunks]) for i in range(3))
+            out[et] = (np.concatenate([c[0] for c in chunks]),
+                       np.concatenate([c[1] for c in chunks]),
+                       np.concatenate([c[2] for c in chunks]))
         else:
             empty = np.empty(0, np.int64)
             out[et] = (empty, empty, empty)
@@ -244,12 +247,27 @@ def _finish(book, m, e, et, sel_ids, s_idx, nbr_homo, ids, out_dir):
     return nbr, seeds, eid
 
 
+def prob_tensor_name(g: DistGraph, prob: str | None) -> str | None:
+    """The tensor name to sample ``prob=`` from: the stored name of view key ``prob`` of
+    every edge type that has it (``g.edata["p"] = DistTensor(..., name="other")`` is stored as
+    ``"S:E:D/other"``, which the servers read)."""
+    if prob is None:
+        return None
+    names = {t.name.rsplit("/", 1)[1] for c in g.canonical_etypes
+             if (t := g.edges[c].data.get(prob)) is not None}
+    if len(names) > 1:
+        raise DistError(f"prob={prob!r} names tensors of different names on different "
+                        f"edge types ({sorted(names)})",
+                        hint="give the weight tensors of every edge type the same name")
+    return names.pop() if names else prob
+
+
 def _exclusions(g: DistGraph, exclude_edges: Any) -> dict[str, np.ndarray]:
     if exclude_edges is None:
         return {}
     if not isinstance(exclude_edges, dict):
         exclude_edges = {g.canonical_etypes[0]: exclude_edges}
-    return {g._canonical(k): np.sort(np.asarray(torch.as_tensor(v).numpy(), np.int64))
+    return {etype_key(g.to_canonical_etype(k)): np.sort(np.asarray(torch.as_tensor(v).numpy(), np.int64))
             for k, v in exclude_edges.items()}
 
 
@@ -354,7 +372,7 @@ class NeighborSampler:
                            for et, (seed_ids, nbr, eid) in sampled.items()}
             block = block_from_edges(dst, sampled, num_nodes)
             blocks.insert(0, block)
-            dst = {t: block._src_data[t][NID].numpy() for t in block.ntypes}
+            dst = {t: block.srcnodes[t].data[NID].numpy() for t in block.ntypes}
         return blocks
 
     def sample(self, g: DistGraph, seeds: Any, exclude_edges: Any = None

@@ -68,9 +68,9 @@ class GraphServer:
             )
         self.machine = self.machines[env.machine_id]
         self.config = read_config(env.part_config)
-        if self.config["num_parts"] != len(self.machines):
+        if self.config.num_parts != len(self.machines):
             raise DistError(
-                f"{env.part_config} has {self.config['num_parts']} parts but {env.ip_config} "
+                f"{env.part_config} has {self.config.num_parts} parts but {env.ip_config} "
                 f"lists {len(self.machines)} machines",
                 hint="one machine per part",
             )
@@ -124,14 +124,14 @@ class GraphServer:
         for name, meta in manifest["tensors"].items():
             self.local.tensor(name)
             self.policies[name] = meta["policy"]
-        for etype in self.config["etypes"]:
+        for etype in self.config.etypes:
             self.local.csc(etype)
-            if "csr" in self.config[f"part-{self.env.machine_id}"]:
+            if self.config.part(self.env.machine_id).has_out_edges:
                 self.local.out_csr(etype)
 
     def serve(self) -> None:
         """Bind, answer requests until shut down, then release everything."""
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context = zmq.Context.instance()
         gate = Gate(ctx, self.env.token)  # before the bind: no connection before the gate
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
@@ -204,6 +204,7 @@ class GraphServer:
         self.stats["requests"] += 1
         self.stats["bytes_in"] += sum(len(f.buffer) for f in frames)
         req_id = -1
+        reply: msg.Message
         try:
             request, envelope = msg.decode(frames)
             req_id = envelope.get("id", -1)

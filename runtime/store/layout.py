@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from partitioner.format import load_array
+from partitioner.format import PartConfig, load_array
 from partitioner.loader import load_partition
 
 from .shm import ShmArena
@@ -48,16 +48,16 @@ def feature_policy(kind: str, key: str) -> str:
         edge_policy(key.rsplit("/", 1)[0])
 
 
-def load_into_shm(arena: ShmArena, config: dict[str, Any], machine_id: int) -> dict[str, Any]:
+def load_into_shm(arena: ShmArena, config: PartConfig, machine_id: int) -> dict[str, Any]:
     """Copy the machine's partition into shared memory; return the manifest describing it."""
     part = load_partition(config, machine_id)
     tensors: dict[str, dict[str, Any]] = {}
     book = part.book
-    for ntype, rel in config["orig_nids"].items():
+    for ntype, rel in config.orig_nids.items():
         t = book.nodes.type_index(ntype)
         lo, hi = book.nodes.typed_start[machine_id, t], book.nodes.typed_start[machine_id + 1, t]
         arena.put(orig_tensor(ntype), np.asarray(load_array(config, rel)[lo:hi]))
-    for etype in config["etypes"]:
+    for etype in config.etypes:
         indptr, indices = part.csc(etype)
         for what, arr in (("indptr", indptr), ("indices", indices)):
             arena.put(graph_tensor(etype, what), np.asarray(arr))

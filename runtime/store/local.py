@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from partitioner.format import load_array
+from partitioner.format import PartConfig, load_array
 from partitioner.graph import parse_etype_key
-from partitioner.loader import check_out_edges, load_partition
+from partitioner.loader import Partition, check_out_edges, load_partition
 from partitioner.partition_book import RangePartitionBook
 
 from ..errors import DistError
@@ -39,18 +39,19 @@ class LocalPartition:
         find: name -> array, or None when there is no such array.
     """
 
-    def __init__(self, config: dict[str, Any], book: RangePartitionBook, machine_id: int,
+    def __init__(self, config: PartConfig, book: RangePartitionBook, machine_id: int,
                  find: Callable[[str, bool], np.ndarray | None]) -> None:
         self.config = config
         self.book = book
         self.machine_id = machine_id
         self._find = find
         self.tensors: dict[str, np.ndarray] = {}
+        self.part: Partition | None = None  # standalone: the part's files (from_files)
         self._csc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._csr: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @classmethod
-    def from_shm(cls, arena: ShmArena, config: dict[str, Any], book: RangePartitionBook
+    def from_shm(cls, arena: ShmArena, config: PartConfig, book: RangePartitionBook
                  ) -> LocalPartition:
         """The arrays the machine's main server put in shared memory (mapped, not copied)."""
         def find(name: str, writable: bool) -> np.ndarray | None:
@@ -59,16 +60,16 @@ class LocalPartition:
         return cls(config, book, arena.machine_id, find)
 
     @classmethod
-    def from_files(cls, config: dict[str, Any], book: RangePartitionBook) -> LocalPartition:
+    def from_files(cls, config: PartConfig, book: RangePartitionBook) -> LocalPartition:
         """Standalone mode (one part): the partition files, features copied so that writes
         never reach the files."""
         part = load_partition(config, 0)
         arrays: dict[str, np.ndarray] = {}
         for key, arr in {**part.node_feats(), **part.edge_feats()}.items():
             arrays[key] = np.array(arr)
-        for ntype, rel in config["orig_nids"].items():
+        for ntype, rel in config.orig_nids.items():
             arrays[orig_tensor(ntype)] = np.asarray(load_array(config, rel))
-        for etype in config["etypes"]:
+        for etype in config.etypes:
             for what, arr in zip(("indptr", "indices"), part.csc(etype), strict=True):
                 arrays[graph_tensor(etype, what)] = np.asarray(arr)
             if part.has_out_edges:

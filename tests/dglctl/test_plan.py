@@ -21,15 +21,17 @@ from dglctl.jobs.plan import (
     plan_job,
     preflight_ports,
 )
+from partitioner.format import PartConfig
 from runtime.env import RuntimeEnv
 from tests.dglctl.conftest import SCRIPTS
 
 pytestmark = pytest.mark.unit
 TRAINER = str(SCRIPTS / "trainer.py")
 TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"
-PART = {"graph_name": "g", "num_parts": 2, "_path": "/parts/g.json",
-        "files": {"part0/graph/indptr.npy": {"size": 100}, "part1/graph/indptr.npy": {"size": 70},
-                  "part0/node_feat/0_feat.npy": {"size": 400}}}
+PART = PartConfig(
+    {"graph_name": "g", "num_parts": 2,
+     "files": {"part0/graph/indptr.npy": {"size": 100}, "part1/graph/indptr.npy": {"size": 70},
+               "part0/node_feat/0_feat.npy": {"size": 400}}}, Path("/parts/g.json"))
 
 
 def cluster(**changes):
@@ -127,7 +129,7 @@ def test_ports_and_files():
 
 def test_more_parts_than_hosts():
     with pytest.raises(ConfigError, match="4 parts but c.yaml lists 3 host"):
-        plan(part={**PART, "num_parts": 4})
+        plan(part=PartConfig({**PART, "num_parts": 4}, PART.path))
 
 
 def test_choose_ports():

@@ -48,7 +48,9 @@ def test_pull_in_pieces_lands_in_request_order(trainer, two_part_graph, monkeypa
     orig, _ = load_orig_ids(cfg)
     want = g_in.ndata["_N"]["feat"][orig["_N"]]  # by new id
     row_bytes = want[:1].nbytes
-    monkeypatch.setattr(trainer, "PULL_PIECE_BYTES", 7 * row_bytes)  # 7 rows a piece
+    import runtime.tensor_store
+
+    monkeypatch.setattr(runtime.tensor_store, "PULL_PIECE_BYTES", 7 * row_bytes)  # 7 a piece
     ids = np.random.default_rng(2).integers(0, g.num_nodes(), 500)  # both machines, repeats
     book = g.get_partition_book()
     remote = ids[book.nid2partid(ids) != g.machine_id]

@@ -316,17 +316,23 @@ def test_dgl_graph_api_of_hetero_dist_graph(hetero_standalone):
 
 def test_tensor_key_resolves_a_view_key_to_the_stored_name(standalone):
     """``g.edata["p"] = DistTensor(..., name="other")``: the view key is "p", the servers know
-    the tensor as ``_N:_E:_N/other``; ``_tensor_key`` / ``_prob_name`` make the translation."""
+    the tensor as ``_N:_E:_N/other``; a view's handle names it, ``prob_tensor_name`` makes the
+    translation for sampling."""
     import runtime
+    from runtime.sampling.neighbor import prob_tensor_name
+
+    def tensor_key(view, key):  # the stored name of the tensor a view key maps to
+        t = view.get(key)
+        return t.name if t is not None else None
 
     g = runtime.DistGraph("g", part_config=str(standalone))
-    assert g._tensor_key("edge:_N:_E:_N", "w") == "_N:_E:_N/w"
-    assert g._tensor_key("node:_N", "feat") == "_N/feat"
-    assert g._tensor_key("edge:_N:_E:_N", "p") is None
-    assert g._prob_name(None) is None and g._prob_name("w") == "w"
+    assert tensor_key(g.edges["_N:_E:_N"].data, "w") == "_N:_E:_N/w"
+    assert tensor_key(g.nodes["_N"].data, "feat") == "_N/feat"
+    assert tensor_key(g.edges["_N:_E:_N"].data, "p") is None
+    assert prob_tensor_name(g, None) is None and prob_tensor_name(g, "w") == "w"
     g.edata["p"] = runtime.DistTensor((g.num_edges(),), torch.float32, name="other")
-    assert g._tensor_key("edge:_N:_E:_N", "p") == "_N:_E:_N/other"
-    assert g._prob_name("p") == "other"
+    assert tensor_key(g.edges["_N:_E:_N"].data, "p") == "_N:_E:_N/other"
+    assert prob_tensor_name(g, "p") == "other"
 
 
 def test_prob_names_the_view_key(standalone):
