@@ -1,8 +1,8 @@
 """A DGL script with only its imports changed: the dglctl copy of a script written for DGL.
 
 The script marks its import block with ``# imports: begin`` / ``# imports: end``; inside it,
-each line of :data:`IMPORTS` is replaced by its runtime counterpart (README's "Migrating from
-DGL" table). Nothing else changes, and :func:`changed_lines` lets a test prove it.
+each line of :data:`IMPORTS` is replaced by its runtime counterpart (the table of
+docs/migrating-from-dgl.md). Nothing else changes, and :func:`changed_lines` lets a test prove it.
 """
 
 from __future__ import annotations
