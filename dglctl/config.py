@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from runtime.env import DEFAULT_TIMEOUT  # the job's timeout, as its processes default it
 from runtime.rpc.ip_config import DEFAULT_PORT as DEFAULT_PORT_BASE  # DGL's 30050
 
 from .errors import ConfigError
@@ -79,7 +80,7 @@ class ClusterConfig:
     trainers_per_host: int = 1
     samplers_per_trainer: int = 0
     port_base: int = DEFAULT_PORT_BASE
-    timeout: float = 10.0
+    timeout: float = DEFAULT_TIMEOUT
     # Encrypt every connection to the job's servers (CURVE keys from the job token).
     encrypt: bool = False
     # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
@@ -387,7 +388,8 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
                                     data.get("samplers_per_trainer", 0), int, minimum=0),
         port_base=_typed(path, "port_base", data.get("port_base", DEFAULT_PORT_BASE), int,
                          minimum=1024),
-        timeout=_typed(path, "timeout", data.get("timeout", 10.0), float, minimum=1.0),
+        timeout=_typed(path, "timeout", data.get("timeout", DEFAULT_TIMEOUT), float,
+                       minimum=1.0),
         encrypt=_typed(path, "encrypt", data.get("encrypt", False), bool),
     )
 
@@ -406,15 +408,16 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
         raise ConfigError(f"{path}: every line must use the same port (found {sorted(ports)})",
                           hint="servers of every machine listen on PORT + k")
     loopback = all(ipaddress.ip_address(m.ip).is_loopback for m in machines)
+    port_base = ports.pop()
     data = {"hosts": [{"name": f"m{m.machine_id}", "address": m.ip} for m in machines],
-            "transport": "local" if loopback else "ssh", "port_base": ports.pop()}
+            "transport": "local" if loopback else "ssh", "port_base": port_base}
     if base is None:
         return replace(parse_cluster_config(data, str(path)), ip_config=str(path))
     template = base.hosts[0]
     hosts = tuple(replace(template, address=m.ip, name=f"m{m.machine_id}", data_address=m.ip)
                   for m in machines)
     check_loopback(str(path), hosts)
-    return replace(base, hosts=hosts, port_base=data["port_base"], path=base.path,
+    return replace(base, hosts=hosts, port_base=port_base, path=base.path,
                    ip_config=str(path))
 
 

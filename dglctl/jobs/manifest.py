@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runtime.env import DEFAULT_TIMEOUT
+
 from ..config import ClusterConfig, Host, cluster_from_record, load_cluster_source
 from ..errors import ConfigError, DglctlError
 from ..hosts.agent_client import ProcState, ProcStatus
@@ -109,7 +111,7 @@ class JobManifest:
     # None: a --detach'ed job, which runs without its launcher; else how long the job's
     # processes outlive their launcher's last renewal of the lease on their host.
     lease_seconds: float | None = None
-    timeout: float = 10.0  # the cluster's timeout: how long status waits for a server
+    timeout: float = DEFAULT_TIMEOUT  # the cluster's timeout: how long status waits for a server
     launcher: dict[str, Any] = field(default_factory=dict)  # pid and host of the launcher
     # The resolved cluster (ClusterConfig.record()): what reaches the hosts from any folder,
     # whatever became of the YAML since. None in manifests written before it was kept.
