@@ -134,7 +134,7 @@ class DistGraph:
                 self.local.csc(etype)
         ctx.graphs.append(self)
         self._barrier_count = 0
-        self.router = Router(ctx.pool, self.machine_id)
+        self.router = Router(lambda: ctx.pool, self.machine_id)
         self.store = TensorStore(self.router, self._book, self.local, ctx.env, self.barrier)
         for kind in ("node", "edge"):
             for key, meta in self.config.feature_schema.get(kind, {}).items():

@@ -108,18 +108,26 @@ def route(
 
 class Router:
     """One graph's way to the machines of its job: :func:`route` and ``call_many`` through the
-    job's servers (``pool``; None standalone), from machine ``machine_id``.
+    job's servers, from machine ``machine_id``.
+
+    ``pool`` returns the process's server pool (None standalone) at each call, never once for
+    all: a forked sampler process replaces its context's pool with connections of its own.
 
     It counts the requests in flight, so that work which must not run inside another
     request's wait (a tensor freed from a finalizer while a pull waits) is done when the
     outermost one ends: ``when_idle`` registers it, ``route`` runs it afterwards.
     """
 
-    def __init__(self, pool: ServerPool | None, machine_id: int) -> None:
-        self.pool = pool
+    def __init__(self, pool: Callable[[], ServerPool | None], machine_id: int) -> None:
+        self._pool = pool
         self.machine_id = machine_id
         self._depth = 0
         self._when_idle: list[Callable[[], None]] = []
+
+    @property
+    def pool(self) -> ServerPool | None:
+        """The server pool of this process (None standalone)."""
+        return self._pool()
 
     @property
     def busy(self) -> bool:

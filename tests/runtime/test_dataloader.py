@@ -58,6 +58,27 @@ def test_sampler_processes_match_in_process(standalone):
             os.kill(pid, 0)
 
 
+@pytest.mark.multiprocess
+def test_sampler_processes_reach_the_servers_through_their_own_pool(trainer):
+    """In a job, a forked sampler process samples other machines' nodes through connections of
+    its own (its context's new pool), never through the trainer's sockets: a graph that kept
+    the pool it was made with sent the sampler's requests on the parent's sockets, and the
+    trainer waited for a batch that never came."""
+    g = trainer.DistGraph("g")
+    ids = np.arange(0, g.num_nodes(), 7)  # seeds owned by both machines
+    sampler = NeighborSampler([3, 4], seed=2)
+    inproc = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=sampler.sample_blocks,
+                            num_samplers=0)
+    forked = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=sampler.sample_blocks,
+                            num_samplers=1)
+    try:
+        a = [_blocks_signature(b) for b in inproc]
+        b = [_blocks_signature(b) for b in forked]
+        assert a == b and len(a) == len(inproc)
+    finally:
+        forked.close()
+
+
 @pytest.mark.unit
 def test_node_dataloader_yields_dgl_triples(standalone):
     import runtime as dg
