@@ -1,5 +1,6 @@
 """What several benchmarks share that is not a job: the repository, graphs and partitions,
-timing, the machine's CPU counters, and the DGL venv of the side-by-side comparisons.
+timing, the machine's CPU counters, child processes measured from /proc (wall time, peak RSS,
+live samples), and the DGL venv of the side-by-side comparisons.
 
 Kept light on purpose (the standard library and numpy): partition_bench's memory baseline is
 a fresh process that imports its benchmark module, so nothing heavy may load here.
@@ -7,12 +8,15 @@ a fresh process that imports its benchmark module, so nothing heavy may load her
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -101,3 +105,101 @@ def cpu_jiffies() -> tuple[int, int]:
     fields = cpu_fields()
     idle = fields[3] + fields[4]  # idle + iowait
     return sum(fields) - idle, sum(fields)
+
+
+# The memory lines of /proc/PID/status that proc_status returns, in bytes.
+STATUS_KEYS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem")
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """The memory lines of ``/proc/PID/status`` (:data:`STATUS_KEYS`), in bytes; empty once
+    the process is gone or is a zombie (its memory is freed, the lines are absent)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in STATUS_KEYS:
+            out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def run_child(cmd: list[str], *, on_sample: Callable[[dict[str, int]], None] | None = None,
+              on_stderr_line: Callable[[str, dict[str, int]], None] | None = None,
+              interval: float = 0.01, lock: threading.Lock | None = None,
+              **popen: Any) -> tuple[int, str, str, float, int]:
+    """Run ``cmd``; return (exit code, stdout, stderr, wall seconds, peak RSS in bytes).
+
+    The peak is the child's own VmHWM, read from /proc every ``interval`` seconds (10 ms)
+    until it exits. Its ``ru_maxrss`` (wait4, RUSAGE_CHILDREN) would not do: Linux carries the
+    RSS high-water mark of the image that called exec into the new program's, so a child of a
+    large parent (the figures run holds graphs and torch) would report at least the parent's
+    peak.
+
+    ``on_sample(status)`` gets each of those readings (:func:`proc_status`). With
+    ``on_stderr_line(line, status)`` the child's stderr is read as it comes, line by line (no
+    newline), each line with a reading of the child's status taken as the line arrived, so
+    a caller can tell which stage of its work the child is in. The two are called from two
+    threads (the sampling loop and the stderr reader); with ``lock``, each reading is taken
+    and handed over while holding it, so the callbacks get the readings in the order they were
+    taken. The child is reaped only after its stderr is drained, so no reading can come from
+    another process that reused its id.
+    """
+    held = lock if lock is not None else contextlib.nullcontext()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, text=True, **popen,
+                                stderr=err if on_stderr_line is None else subprocess.PIPE)
+        peak = line_peak = 0  # one per thread: no update of one thread lost to the other
+        failed: list[BaseException] = []
+        reader = None
+        if on_stderr_line is not None:
+            stream = proc.stderr
+            assert stream is not None
+
+            def pump() -> None:
+                nonlocal line_peak
+                for line in stream:
+                    err.write(line)
+                    if failed:
+                        continue  # keep draining: the child must not block on a full pipe
+                    with held:
+                        status = proc_status(proc.pid)
+                        line_peak = max(line_peak, status.get("VmHWM", 0))
+                        try:
+                            on_stderr_line(line.rstrip("\n"), status)
+                        except BaseException as e:  # noqa: BLE001 - raised again in the caller
+                            failed.append(e)
+
+            reader = threading.Thread(target=pump, name="run_child-stderr", daemon=True)
+            reader.start()
+        while True:
+            with held:
+                status = proc_status(proc.pid)
+                if status:
+                    peak = max(peak, status.get("VmHWM", 0))
+                    if on_sample is not None and not failed:
+                        try:
+                            on_sample(status)
+                        except BaseException as e:  # noqa: BLE001 - raised again below
+                            failed.append(e)
+            # Exited? Asked without reaping (WNOWAIT): the id stays the child's until the
+            # stderr reader is done with it.
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                break
+            time.sleep(interval)
+        wall = time.perf_counter() - t0
+        if reader is not None:
+            reader.join()
+        if proc.stderr is not None:
+            proc.stderr.close()
+        _, status_code = os.waitpid(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status_code)
+        if failed:
+            raise failed[0]
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), wall, max(peak, line_peak)

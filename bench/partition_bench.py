@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,42 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, cpu_fields
+from bench.common import REPO, cpu_fields, run_child
 
 
 def _quiet(_msg: str) -> None:
     pass
-
-
-def run_child(cmd: list[str], **popen: Any) -> tuple[int, str, str, float, int]:
-    """Run ``cmd``; return (exit code, stdout, stderr, wall seconds, peak RSS in bytes).
-
-    The peak is the child's own VmHWM, read from /proc every 10 ms until it exits. Its
-    ``ru_maxrss`` (wait4, RUSAGE_CHILDREN) would not do: Linux carries the RSS high-water mark
-    of the image that called exec into the new program's, so a child of a large parent (the
-    figures run holds graphs and torch) would report at least the parent's peak.
-    """
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, **popen)
-        peak = 0
-        status_file = Path(f"/proc/{proc.pid}/status")
-        while True:
-            try:
-                for line in status_file.read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) * 1024)
-            except OSError:
-                pass
-            pid, status = os.waitpid(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            time.sleep(0.01)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return proc.returncode, out.read(), err.read(), wall, peak
 
 
 def metis_input(npz: Path, parts: int = 4, random_cut: bool = True) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""``python -m bench.partition_scaling --smoke --json``: the scaling benchmark runs end to end on
+a 60k-edge graph (generate, read_graph alone, the whole ``dglctl partition`` sampled by phase),
+so a change to the partition's progress lines or to the benchmark that breaks it fails the
+suite. Its numbers mean nothing at this size; the test asserts that every phase of the run was
+seen, each with positive seconds and a peak, and that the whole run and both baselines carry
+their bytes per directed edge."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.partition_scaling import PHASES
+from tests.conftest import TIMEOUT
+
+pytestmark = pytest.mark.multiprocess
+
+REPO = Path(__file__).resolve().parents[2]
+# Three short child processes (generate, read, partition): a second or two on an idle machine;
+# 10x that on 2 cores shared with another test run.
+RUN_TIMEOUT = 6 * TIMEOUT
+
+
+def _positive(x: object) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x > 0)
+
+
+def test_smoke_measures_every_phase():
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.partition_scaling", "--smoke",
+                               "--json"], cwd=REPO, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the smoke run took more than {RUN_TIMEOUT:.0f}s (DGLCTL_TEST_TIMEOUT "
+                    f"{TIMEOUT:g}); its log:\n{(e.stderr or b'')[-4000:]!r}")
+    log = f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, log
+    results = json.loads(proc.stdout)  # --json: the JSON alone on stdout
+    assert results["settings"]["smoke"] and len(results["sizes"]) == 1, log
+    size = results["sizes"][0]
+    assert size["status"] == "measured", size
+    assert size["edges"] <= 200_000 and size["nodes"] > 0
+    assert list(size["phases"]) == list(PHASES), size["order"]
+    for name, f in size["phases"].items():
+        assert _positive(f["seconds"]), f"{name}: seconds {f['seconds']!r}"
+        assert _positive(f["peak_rss_bytes"]), f"{name}: peak {f['peak_rss_bytes']!r}"
+        assert _positive(f["bytes_per_edge"]), f"{name}: bytes/edge {f['bytes_per_edge']!r}"
+    whole = size["whole"]
+    assert _positive(whole["bytes_per_edge"]) and _positive(whole["seconds"]), whole
+    # The whole run's high-water mark is the highest phase or gap peak (the same readings).
+    peaks = [f["peak_rss_bytes"] or 0 for f in (*size["phases"].values(),
+                                                 *size["gaps"].values())]
+    assert whole["peak_bytes"] == max(peaks), (whole, peaks)
+    assert _positive(size["read_only"]["bytes_per_edge"]), size["read_only"]
+    assert _positive(size["input"]["bytes_per_edge"]), size["input"]
