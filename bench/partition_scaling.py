@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -184,11 +185,9 @@ def npz_arrays(path: Path) -> dict[str, dict[str, Any]]:
                     shape, _, dtype = np.lib.format.read_array_header_1_0(f)
                 else:
                     shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-            count = 1
-            for dim in shape:
-                count *= dim
             out[info.filename.removesuffix(".npy")] = {
-                "shape": list(shape), "dtype": str(dtype), "bytes": count * dtype.itemsize}
+                "shape": list(shape), "dtype": str(dtype),
+                "bytes": math.prod(shape) * dtype.itemsize}
     return out
 
 

@@ -58,10 +58,6 @@ class PartEntry:
     part_id: int
     doc: Mapping[str, Any]
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """The entry's value at ``key`` (``default`` when absent), as in the JSON."""
-        return self.doc.get(key, default)
-
     @property
     def csc(self) -> Mapping[str, Mapping[str, str]]:
         """Per edge type key, the in-edge CSC's arrays (``indptr``, ``indices``)."""

@@ -136,16 +136,14 @@ class DistGraph:
         self._barrier_count = 0
         self.router = Router(lambda: ctx.pool, self.machine_id)
         self.store = TensorStore(self.router, self._book, self.local, ctx.env, self.barrier)
-        for kind in ("node", "edge"):
-            for key, meta in self.config.feature_schema.get(kind, {}).items():
-                self.store.add(key, TensorMeta(feature_policy(kind, key), tuple(meta["shape"]),
-                                               np.dtype(meta["dtype"])))
         # DGL's _ndata_store / _edata_store: per type, view key -> DistTensor (any name).
         self._data: dict[str, dict[str, dict[str, Any]]] = {
             "node": {t: {} for t in self.ntypes},
             "edge": {etype_key(c): {} for c in self.canonical_etypes}}
         for kind in ("node", "edge"):
-            for key in self.config.feature_schema.get(kind, {}):
+            for key, meta in self.config.feature_schema.get(kind, {}).items():
+                self.store.add(key, TensorMeta(feature_policy(kind, key), tuple(meta["shape"]),
+                                               np.dtype(meta["dtype"])))
                 typ, name = key.rsplit("/", 1)
                 self._data[kind][typ][name] = DistTensor.existing(self.store, key)
         # One type: that type's view; several: {type: DistTensor} per key (DGLGraph's).

@@ -88,8 +88,7 @@ def route(
     pending = None
     if remote_items:
         if pool is None:
-            raise DistError("this operation needs the job's servers, and there are none",
-                            hint="run through 'dglctl launch' (standalone mode has no servers)")
+            raise _no_servers()
         reqs = [Request(it.machine, 0 if main_server else pool.pick(it.machine), remote(it),
                         sink=sink(it) if sink is not None else None)
                 for it in remote_items]
@@ -159,8 +158,13 @@ class Router:
 
     def call_many(self, reqs: list[Request], max_wait: float | None = None) -> list[Any]:
         """Send ``reqs`` and wait for every reply (a DistError without servers)."""
-        if self.pool is None:
-            raise DistError("this operation needs the job's servers, and there are none",
-                            hint="run through 'dglctl launch' (standalone mode has no servers)")
+        pool = self.pool
+        if pool is None:
+            raise _no_servers()
         with self.in_flight():
-            return self.pool.call_many(reqs, max_wait=max_wait)
+            return pool.call_many(reqs, max_wait=max_wait)
+
+
+def _no_servers() -> DistError:
+    return DistError("this operation needs the job's servers, and there are none",
+                     hint="run through 'dglctl launch' (standalone mode has no servers)")

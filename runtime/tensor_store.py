@@ -120,10 +120,6 @@ class TensorStore:
         """Know tensor ``key`` (one whose rows exist on every machine: the features)."""
         self._metas[key] = meta
 
-    def keys(self) -> list[str]:
-        """The keys of every tensor the store knows."""
-        return list(self._metas)
-
     def rmap(self, policy: str) -> tuple[RangeMap, str]:
         """The ranges of ``policy``'s kind (nodes or edges) and its type name."""
         kind, typ = policy.split(":", 1)

@@ -313,7 +313,7 @@ class Launcher:
             job_id=self.job_id, token=self.token,
             cluster=self.cluster.source(), cluster_record=self.cluster.record(),
             script=self.opts.entry, args=list(self.opts.script_args),
-            part_config=self.part_cfg.where, ip_config=str(self.local_ip_config),
+            part_config=str(self.part_cfg.file), ip_config=str(self.local_ip_config),
             hosts=hosts, shm_dir=plan.shm_dir if plan is not None else None,
             encrypt=self.cluster.encrypt, lease_seconds=self.lease, timeout=self.cluster.timeout,
             launcher={"pid": os.getpid(), "host": socket.gethostname()})

@@ -33,17 +33,20 @@ def _blocks_signature(blocks):
             for b in blocks]
 
 
+def _inproc_and_forked(ids, batch_size, seed, sampler, num_samplers):
+    """The same shuffled loader twice: sampling in this process, and in sampler processes."""
+    return [DistDataLoader(ids, batch_size, shuffle=True, seed=seed,
+                           collate_fn=sampler.sample_blocks, num_samplers=n)
+            for n in (0, num_samplers)]
+
+
 @pytest.mark.multiprocess
 def test_sampler_processes_match_in_process(standalone):
     import runtime as dg
 
     dg.DistGraph("g", part_config=str(standalone))  # the graph the sampler uses
     ids = np.arange(0, 600, 2)
-    sampler = NeighborSampler([5, 10], seed=1)
-    inproc = DistDataLoader(ids, 32, shuffle=True, seed=9, collate_fn=sampler.sample_blocks,
-                            num_samplers=0)
-    forked = DistDataLoader(ids, 32, shuffle=True, seed=9, collate_fn=sampler.sample_blocks,
-                            num_samplers=2)
+    inproc, forked = _inproc_and_forked(ids, 32, 9, NeighborSampler([5, 10], seed=1), 2)
     try:
         for _ in range(2):  # two epochs, same processes
             a = [_blocks_signature(b) for b in inproc]
@@ -66,11 +69,7 @@ def test_sampler_processes_reach_the_servers_through_their_own_pool(trainer):
     trainer waited for a batch that never came."""
     g = trainer.DistGraph("g")
     ids = np.arange(0, g.num_nodes(), 7)  # seeds owned by both machines
-    sampler = NeighborSampler([3, 4], seed=2)
-    inproc = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=sampler.sample_blocks,
-                            num_samplers=0)
-    forked = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=sampler.sample_blocks,
-                            num_samplers=1)
+    inproc, forked = _inproc_and_forked(ids, 40, 5, NeighborSampler([3, 4], seed=2), 1)
     try:
         a = [_blocks_signature(b) for b in inproc]
         b = [_blocks_signature(b) for b in forked]
