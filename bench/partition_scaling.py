@@ -244,13 +244,26 @@ def read_only_peak(npz: Path) -> dict[str, Any]:
     return {"peak_bytes": peak, "seconds": wall}
 
 
-def measure_partition(npz: Path, out: Path, parts: int) -> dict[str, Any]:
+def estimate(npz: Path, parts: int, regime: str, method: str) -> dict[str, Any]:
+    """``dglctl partition --estimate --json``: the plan's estimated peak per phase."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dglctl", "partition", "--input", str(npz), "--num-parts",
+         str(parts), "--out", str(npz.parent / "unused"), "--regime", regime, "--method",
+         method, "--estimate", "--json"], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dglctl partition --estimate exited {proc.returncode}: "
+                           f"{proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def measure_partition(npz: Path, out: Path, parts: int, regime: str,
+                      method: str) -> dict[str, Any]:
     """The whole ``dglctl partition`` of ``npz`` into ``out`` (which must not exist), its
     /proc readings split by phase. Returns the wall time, VmHWM, the child's own phase
     seconds and peak (its config's quality report), and the segments in order."""
     tracker = PhaseTracker()
     cmd = [sys.executable, "-m", "dglctl", "partition", "--input", str(npz),
-           "--num-parts", str(parts), "--out", str(out)]
+           "--num-parts", str(parts), "--out", str(out), "--regime", regime, "--method", method]
     code, stdout, stderr, wall, peak = run_child(
         cmd, cwd=REPO, on_sample=tracker.sample, on_stderr_line=tracker.line,
         interval=INTERVAL, lock=tracker.lock)
@@ -276,7 +289,7 @@ def measure_partition(npz: Path, out: Path, parts: int) -> dict[str, Any]:
 
 
 def measure_size(label: str, edges: int, *, cache: Path, feat_dim: int, parts: int,
-                 avg_degree: float) -> dict[str, Any]:
+                 avg_degree: float, regime: str, method: str) -> dict[str, Any]:
     """Everything for one size: the graph, both baselines, the whole run by phase."""
     npz, gen_s = cached_graph(cache, edges, avg_degree, feat_dim)
     inp = input_figures(npz)
@@ -284,9 +297,11 @@ def measure_size(label: str, edges: int, *, cache: Path, feat_dim: int, parts: i
     log(f"{label}: read_graph alone (baseline), fresh process")
     base = read_only_peak(npz)
     out = Path(tempfile.mkdtemp(prefix="parts-", dir=cache)) / "parts"
-    log(f"{label}: whole dglctl partition, {parts} parts -> {out}")
+    plan = estimate(npz, parts, regime, method)
+    log(f"{label}: whole dglctl partition, {parts} parts, --regime {regime}, --method {method} "
+        f"-> {out}")
     try:
-        run = measure_partition(npz, out, parts)
+        run = measure_partition(npz, out, parts, regime, method)
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)  # the disk space: shards ~ the graph
     reported = run.pop("reported_phase_seconds") or {}
@@ -296,12 +311,18 @@ def measure_size(label: str, edges: int, *, cache: Path, feat_dim: int, parts: i
         f = seg.figures(e, base["peak_bytes"])
         if seg.kind == "phase" and seg.name in reported:
             f["reported_seconds"] = reported[seg.name]  # the config's, to the microsecond
+        if seg.kind == "phase" and seg.name in plan["phases"]:
+            f["estimated_bytes"] = plan["phases"][seg.name]
         (phases if seg.kind == "phase" else gaps)[seg.name] = f
     total_input = inp["input_bytes_total"]
     whole = {**run, "bytes_per_edge": run["peak_bytes"] / e,
              "ratio_to_read_only": run["peak_bytes"] / base["peak_bytes"],
              "ratio_to_input": run["peak_bytes"] / total_input}
-    return {"status": "measured", "size": label, "edges_asked": edges, "nodes": inp["nodes"],
+    whole["estimated_bytes"] = plan["peak_bytes"]
+    whole["estimated_seconds"] = plan["seconds"]
+    return {"status": "measured", "size": label, "regime": regime, "method": method,
+            "edges_asked": edges, "estimate": plan,
+            "nodes": inp["nodes"],
             "edges": e, "feat_dim": feat_dim, "parts": parts, "npz": str(npz),
             "generate_seconds": gen_s, "order": [s.name for s in segs],
             "input": {**inp, "bytes_per_edge": total_input / e},
@@ -337,19 +358,28 @@ def _ratio(x: float | None) -> str:
 def size_lines(r: dict[str, Any]) -> list[str]:
     """One size's block: the phase table, then each whole-run figure with its baseline."""
     if r["status"] != "measured":
-        return [f"\n== {r['size']}: FAILED ({r['why']})"]
+        return [f"\n== {r['size']} {r.get('method', '')} {r.get('regime', '')}: FAILED "
+                f"({r['why']})"]
     lines = [f"\n== {r['size']}: {r['nodes']:,} nodes, {r['edges']:,} directed edges, "
-             f"{r['feat_dim']}-wide float32 features, {r['parts']} parts",
+             f"{r['feat_dim']}-wide float32 features, {r['parts']} parts, --regime "
+             f"{r['regime']}, --method {r['method']}",
              f"  {'phase':<22}{'seconds':>9}{'peak GB':>10}{'bytes/edge':>12}"
-             f"{'/ read-only':>13}"]
+             f"{'/ read-only':>13}{'estimate GB':>13}{'peak/est.':>11}"]
     for name in r["order"]:
         f = r["phases"].get(name) or r["gaps"][name]
         label = name if f["kind"] == "phase" else f"({name})"
+        est = f.get("estimated_bytes")
         lines.append(f"  {label:<22}{f['seconds']:>9.3f}{_gb(f['peak_rss_bytes']):>10}"
-                     f"{_bpe(f['bytes_per_edge']):>12}{_ratio(f['ratio_to_read_only']):>13}")
+                     f"{_bpe(f['bytes_per_edge']):>12}{_ratio(f['ratio_to_read_only']):>13}"
+                     f"{_gb(est) if est else '':>13}"
+                     f"{_ratio(f['peak_rss_bytes'] / est) if est else '':>11}")
     w, ro, inp = r["whole"], r["read_only"], r["input"]
     lines.append(f"  {'whole run (VmHWM)':<22}{w['seconds']:>9.3f}{_gb(w['peak_bytes']):>10}"
-                 f"{_bpe(w['bytes_per_edge']):>12}{_ratio(w['ratio_to_read_only']):>13}")
+                 f"{_bpe(w['bytes_per_edge']):>12}{_ratio(w['ratio_to_read_only']):>13}"
+                 f"{_gb(w['estimated_bytes']):>13}"
+                 f"{_ratio(w['peak_bytes'] / w['estimated_bytes']):>11}")
+    lines.append(f"  estimated time {w['estimated_seconds']:.1f} s (2-core reference), measured "
+                 f"{w['seconds']:.1f} s")
     rows = [
         ("whole run peak (VmHWM)", f"{_bpe(w['bytes_per_edge'])} B/edge",
          f"read_graph alone, fresh process {_bpe(ro['bytes_per_edge'])} B/edge "
@@ -374,19 +404,26 @@ def scaling_lines(results: list[dict[str, Any]]) -> list[str]:
     if not ok:
         return []
     names = list(dict.fromkeys(n for r in ok for n in r["phases"]))
-    cols = ["size", "nodes", "edges", "seconds", "peak GB", *names, "whole", "read-only",
-            "input", "whole/read-only"]
+    cols = ["size", "regime", "method", "nodes", "edges", "seconds", "peak GB", *names, "whole",
+            "read-only", "input", "whole/read-only", "peak/est.", "peak/fast", "time/fast",
+            "cut %"]
+    fast = {(r["size"], r["method"]): r["whole"] for r in ok if r["regime"] == "fast"}
     rows = []
     for r in ok:
-        w = r["whole"]
-        rows.append([r["size"], f"{r['nodes']:,}", f"{r['edges']:,}", f"{w['seconds']:.2f}",
-                     _gb(w["peak_bytes"]),
+        w, f = r["whole"], fast.get((r["size"], r["method"]))
+        rows.append([r["size"], r["regime"], r["method"], f"{r['nodes']:,}", f"{r['edges']:,}",
+                     f"{w['seconds']:.2f}", _gb(w["peak_bytes"]),
                      *(_bpe(r["phases"].get(n, {}).get("bytes_per_edge")) for n in names),
                      _bpe(w["bytes_per_edge"]), _bpe(r["read_only"]["bytes_per_edge"]),
-                     _bpe(r["input"]["bytes_per_edge"]), _ratio(w["ratio_to_read_only"])])
+                     _bpe(r["input"]["bytes_per_edge"]), _ratio(w["ratio_to_read_only"]),
+                     _ratio(w["peak_bytes"] / w["estimated_bytes"]),
+                     _ratio(w["peak_bytes"] / f["peak_bytes"] if f else None),
+                     _ratio(w["seconds"] / f["seconds"] if f else None),
+                     _ratio(w.get("edge_cut_pct"))])
     widths = [max(len(c), *(len(v[i]) for v in rows)) + 1 for i, c in enumerate(cols)]
     lines = ["\n== by size: peak bytes per directed edge of each phase, the whole run and the "
-             f"baselines (goal: whole <= {GOAL_BYTES_PER_EDGE}, flat or falling with size)"]
+             f"baselines (goal: whole <= {GOAL_BYTES_PER_EDGE}, flat or falling with size); "
+             "peak/fast, time/fast: against the fast regime's run of the same size"]
     for vals in [cols, *rows]:
         lines.append(" " + "".join(f"{v:>{w}}" for v, w in zip(vals, widths, strict=True)))
     return lines
@@ -401,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", type=int, default=4, help="parts [4]")
     ap.add_argument("--avg-degree", type=float, default=20.0,
                     help="directed edges per node: nodes = edges / this [20]")
+    ap.add_argument("--regimes", default="fast,lean",
+                    help="dglctl partition --regime of each run, per size, in this order: the "
+                         "fast one is the baseline of the others [fast,lean]")
+    ap.add_argument("--methods", default="metis",
+                    help="dglctl partition --method of each run (metis, kaminpar, random): "
+                         "each size runs every regime with every method [metis]")
     ap.add_argument("--json", action="store_true", help="print the JSON only")
     ap.add_argument("--out", type=Path, default=None,
                     help="write partition_scaling.json here (and keep the graphs in OUT/cache)")
@@ -417,6 +460,13 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [(s.strip(), parse_size(s)) for s in args.edges.split(",") if s.strip()]
     except ValueError as e:
         ap.error(str(e))
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    if not regimes or any(r not in ("auto", "fast", "lean") for r in regimes):
+        ap.error(f"--regimes: a comma-separated list of auto, fast, lean, got {args.regimes!r}")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods or any(m not in ("metis", "kaminpar", "random") for m in methods):
+        ap.error(f"--methods: a comma-separated list of metis, kaminpar, random, got "
+                 f"{args.methods!r}")
     temporary = None
     cache = args.cache or (args.out / "cache" if args.out else None)
     if cache is None:
@@ -426,22 +476,26 @@ def main(argv: list[str] | None = None) -> int:
             cache = REPO / "bench-out" / "partition_scaling" / "cache"
     t0 = time.perf_counter()
     results: dict[str, Any] = {
-        "settings": {"edges": [label for label, _ in sizes], "feat_dim": args.feat_dim,
+        "settings": {"edges": [label for label, _ in sizes], "regimes": regimes,
+                     "methods": methods,
+                     "feat_dim": args.feat_dim,
                      "parts": args.parts, "avg_degree": args.avg_degree, "smoke": args.smoke,
                      "interval_s": INTERVAL, "goal_bytes_per_edge": GOAL_BYTES_PER_EDGE},
         "machine": machine(), "sizes": []}
     try:
         for label, edges in sizes:
-            try:
-                r = measure_size(label, edges, cache=cache, feat_dim=args.feat_dim,
-                                 parts=args.parts, avg_degree=args.avg_degree)
-            except Exception as e:  # noqa: BLE001 - one failed size must not hide the others
-                log(f"{label}: FAILED\n{traceback.format_exc()}")
-                r = {"status": "failed", "size": label, "edges_asked": edges,
-                     "why": f"{type(e).__name__}: {e}"}
-            results["sizes"].append(r)
-            if not args.json:
-                print("\n".join(size_lines(r)), flush=True)
+            for method, regime in [(m, r) for m in methods for r in regimes]:
+                try:
+                    r = measure_size(label, edges, cache=cache, feat_dim=args.feat_dim,
+                                     parts=args.parts, avg_degree=args.avg_degree, regime=regime,
+                                     method=method)
+                except Exception as e:  # noqa: BLE001 - one failed size must not hide the others
+                    log(f"{label} {method} {regime}: FAILED\n{traceback.format_exc()}")
+                    r = {"status": "failed", "size": label, "regime": regime, "method": method,
+                         "edges_asked": edges, "why": f"{type(e).__name__}: {e}"}
+                results["sizes"].append(r)
+                if not args.json:
+                    print("\n".join(size_lines(r)), flush=True)
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)

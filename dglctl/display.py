@@ -151,6 +151,11 @@ class PhaseProgress:
         if not self.display.quiet:
             click.echo(text + " ...", err=True, nl=not sys.stderr.isatty())
 
+    def note(self, text: str) -> None:
+        """A line of its own between phases (e.g. the memory plan)."""
+        if not self.display.quiet:
+            click.echo(text, err=True)
+
     def phase_end(self, name: str, seconds: float) -> None:
         """A phase ended: print how long it took."""
         if self.display.quiet:

@@ -18,6 +18,7 @@ _EXPORTS = {
     "PartitionFormatError": "partitioner.errors",
     "PartitionInputError": "partitioner.errors",
     "PartitionOptionError": "partitioner.errors",
+    "PartitionMemoryError": "partitioner.errors",
     "Graph": "partitioner.graph",
     "as_graph": "partitioner.inputs",
     "Partition": "partitioner.loader",

@@ -88,5 +88,9 @@ class OutputWriteError(PartitionerError):
         self.needed = needed
 
 
+class PartitionMemoryError(PartitionerError):
+    """The graph cannot be partitioned within the memory limit (partitioner.memory_plan)."""
+
+
 class BackendUnavailable(PartitionerError):
     """A partitioning backend (METIS, KaMinPar) could not be loaded."""

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -264,12 +264,25 @@ class ShardWriter:
 
     def save(self, relpath: str, array: np.ndarray) -> str:
         """Write ``array`` to ``root/relpath`` as .npy and return ``relpath``."""
+        array = np.ascontiguousarray(array)
+        return self.save_blocks(relpath, array.dtype, array.shape, [array])
+
+    def save_blocks(self, relpath: str, dtype: np.dtype, shape: tuple[int, ...],
+                    blocks: Iterable[np.ndarray]) -> str:
+        """Write the ``.npy`` of a C-order array of ``dtype`` and ``shape`` whose rows come in
+        ``blocks`` (consumed as written, on the worker thread when in the background), so
+        the whole array never needs to be in memory. Returns ``relpath``.
+
+        Raises ValueError (through ``wait()`` in the background) when the blocks do not add
+        up to ``shape``: a short file is never recorded as written.
+        """
         if self._background:
             from .parallel import submit
 
-            self._pending.append(submit(self._write, relpath, array))
+            self._pending.append(submit(self._write, relpath, np.dtype(dtype), tuple(shape),
+                                        blocks))
         else:
-            self._write(relpath, array)
+            self._write(relpath, np.dtype(dtype), tuple(shape), blocks)
         return relpath
 
     def wait(self) -> None:
@@ -280,29 +293,37 @@ class ShardWriter:
             if e is not None:
                 raise e
 
-    def _write(self, relpath: str, array: np.ndarray) -> None:
-        array = np.ascontiguousarray(array)
+    def _write(self, relpath: str, dtype: np.dtype, shape: tuple[int, ...],
+               blocks: Iterable[np.ndarray]) -> None:
         path = self.root / relpath
         digest = xxhash.xxh3_128()
-        header = _npy_header(array)
+        header = _npy_header(dtype, shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        written = 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb") as f:
                 f.write(header)
                 digest.update(header)
-                if array.size:
-                    buf = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-                    f.write(buf)
-                    digest.update(buf)
+                for block in blocks:
+                    block = np.ascontiguousarray(block, dtype=dtype)
+                    if block.size:
+                        buf = memoryview(block.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+                        f.write(buf)
+                        digest.update(buf)
+                        written += block.nbytes
         except OSError as exc:
             # The bytes of the files already written plus this one: what the output needs at
             # least (list(): other threads add files meanwhile).
             done = sum(meta["size"] for meta in list(self.files.values()))
             error = out_of_space_error(exc, self.output, file=relpath,
-                                       needed=done + len(header) + array.nbytes)
+                                       needed=done + len(header) + nbytes)
             if error is None:
                 raise
             raise error from exc
+        if written != nbytes:
+            raise ValueError(f"{relpath}: blocks gave {written} bytes, the shape {shape} of "
+                             f"{dtype} needs {nbytes}")
         self.files[relpath] = {"size": path.stat().st_size, CHECKSUM_ALGO: digest.hexdigest()}
 
 
@@ -338,11 +359,12 @@ def out_of_space_error(
     )
 
 
-def _npy_header(array: np.ndarray) -> bytes:
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     import io
 
     bio = io.BytesIO()
-    header = np.lib.format.header_data_from_array_1_0(array)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(shape)}
     try:
         np.lib.format.write_array_header_1_0(bio, header)
     except ValueError:  # header over 64 KiB: only absurd shapes need format 2.0

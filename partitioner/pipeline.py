@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -14,7 +15,7 @@ import numpy as np
 
 from . import __version__
 from .balance import balance_weights
-from .errors import PartitionOptionError
+from .errors import OutputWriteError, PartitionOptionError
 from .format import (
     FORMAT_VERSION,
     PartConfig,
@@ -25,10 +26,19 @@ from .format import (
 )
 from .graph import Graph, etype_key
 from .inputs import as_graph
-from .methods import INT32_MAX, METHODS, assign_parts
-from .parallel import prefault, release_free_memory, retained_heap, submit, submit_after
+from .memory import drop_mapped_pages, prefault, release_free_memory, retained_heap
+from .memory_plan import GraphShape, PartitionPlan, format_bytes, plan_partition
+from .methods import INT32_MAX, METHODS, assign_parts, choose_method
+from .parallel import submit, submit_after
 from .paths import name_problem
-from .relabel import OutPartsJob, presort_edges, presort_out_edges, relabel_nodes, sort_edges
+from .relabel import (
+    OutPartsJob,
+    PresortedEdges,
+    presort_edges,
+    presort_out_edges,
+    relabel_nodes,
+    sort_edges,
+)
 from .report import quality_report
 from .shards import write_out_part, write_part
 from .symmetric import symmetric_csr
@@ -45,12 +55,17 @@ class ProgressReporter(Protocol):
 
     def phase_end(self, name: str, seconds: float) -> None: ...
 
+    def note(self, text: str) -> None: ...
+
 
 class _Silent:
     def phase_start(self, name: str, detail: str) -> None:
         pass
 
     def phase_end(self, name: str, seconds: float) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
 
@@ -110,6 +125,8 @@ def partition_graph(
     out_edges: bool = True,
     overwrite: bool = False,
     reporter: ProgressReporter | None = None,
+    memory_limit: int | None = None,
+    regime: str = "auto",
     return_mapping: bool = False,
     ndata: dict[str, Any] | None = None,
     edata: dict[str, Any] | None = None,
@@ -133,6 +150,11 @@ def partition_graph(
     orig_eids)``: int64 tensors of the input id of each new id (dicts per type for a
     heterograph). The folder appears only when complete; on any error nothing is left behind.
 
+    ``memory_limit`` (bytes; default: what the machine has available) bounds the run's peak
+    memory: the phases are planned to stay under it (:mod:`partitioner.memory_plan`), and a
+    graph that cannot fit raises PartitionMemoryError before any work, with the estimates;
+    ``regime`` (``"fast"``, ``"lean"``) takes one regardless.
+
     Node ids are relabeled so each part owns one range; with one part every node keeps its
     input id, but edge ids still follow the stored order (by destination): use ``orig_eids``.
     """
@@ -145,7 +167,8 @@ def partition_graph(
                         balance_train=balance_train, balance_ntypes=balance_ntypes,
                         balance_edges=balance_edges, objtype=objtype, imbalance=imbalance,
                         seed=seed, trainers_per_machine=opts["trainers_per_machine"],
-                        out_edges=out_edges, overwrite=overwrite, reporter=reporter)
+                        out_edges=out_edges, overwrite=overwrite, reporter=reporter,
+                        memory_limit=memory_limit, regime=regime)
     return orig_id_tensors(config) if return_mapping else config
 
 
@@ -209,6 +232,8 @@ def _partition(
     out_edges: bool,
     overwrite: bool,
     reporter: ProgressReporter | None,
+    memory_limit: int | None,
+    regime: str,
 ) -> PartConfig:
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
@@ -217,21 +242,36 @@ def _partition(
     n = graph.total_nodes
     num_pieces = num_parts * trainers_per_machine
 
-    with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
+    plan = plan_partition(GraphShape.of(graph), num_parts=num_parts,
+                          method="metis" if method == "auto" else method,
+                          out_edges=out_edges, halo_hops=halo_hops, memory_limit=memory_limit,
+                          regime=regime)
+    phases.reporter.note(plan.summary())
+    _check_disk(out, plan)
+    # Fast: the heap is kept across the phases and the presorts run beside the long phases.
+    # Lean: every phase hands its memory back and reads the input's pages only while it needs
+    # them (partitioner.memory), one large step at a time.
+    heap = contextlib.nullcontext() if plan.lean else retained_heap()
+    with heap, atomic_output_dir(out, overwrite) as tmp:
         weights: np.ndarray | None = None
         weight_names: list[str] = []
         indptr = indices = None
         presort = out_presort = None
+        presorted: list[PresortedEdges] | None = None
         try:
             if method != "random":
-                # The presort needs no assignment: it runs on a worker thread beside the
-                # symmetrize, so that METIS later has the machine to itself.
-                presort = submit(presort_edges, graph)
+                if plan.presort_beside_symmetrize:
+                    # The presort needs no assignment: it runs on a worker thread beside the
+                    # symmetrize, so that METIS later has the machine to itself.
+                    presort = submit(presort_edges, graph)
                 with phases("symmetrize", f"{graph.total_edges:,} edges -> undirected CSR"):
                     src, dst = _homogeneous_edges(graph)
-                    indptr, indices = symmetric_csr(src, dst, n)
+                    indptr, indices = symmetric_csr(src, dst, n, drop_input_pages=plan.lean)
                     del src, dst
-                    presorted = presort.result()
+                    presorted = presort.result() if presort is not None else _presort(graph, plan)
+                if method == "auto":
+                    method, why = choose_method(int(indices.size))
+                    phases.reporter.note(f"method auto: {method} ({why})")
                 weights, weight_names = balance_weights(
                     graph, balance_train=balance_train, balance_ntypes=balance_ntypes,
                     balance_edges=balance_edges, in_degrees=[p.deg for p in presorted],
@@ -241,11 +281,11 @@ def _partition(
                 detail += f", balancing {', '.join(weight_names)}"
             with phases("assign", f"{method}: {detail}"):
                 warmed = None
-                if method == "metis":
+                if method == "metis" and plan.prefault:
                     # METIS is single-threaded: the other core faults in the memory METIS and
-                    # the phases after it will take (see parallel.prefault).
+                    # the phases after it will take (see memory.prefault).
                     warmed = prefault(_PREFAULT_BYTES_PER_EDGE * graph.total_edges)
-                if out_edges and presort is not None:
+                if out_edges and presorted is not None and plan.out_presort_beside_assign:
                     # ... and then groups the edges by input source for the out-edges.
                     out_presort = submit_after(warmed, presort_out_edges, graph, presorted)
                 piece = assign_parts(
@@ -255,10 +295,12 @@ def _partition(
                     vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
                 )
                 del indptr, indices
-                if presort is None:
-                    presorted = presort_edges(graph)
-                    if out_edges:
-                        out_presort = submit(presort_out_edges, graph, presorted)
+                if plan.lean:
+                    release_free_memory()
+                if presorted is None:
+                    presorted = _presort(graph, plan)
+                if out_edges and out_presort is None:
+                    out_presort = submit(presort_out_edges, graph, presorted)
         except BaseException:
             # Let the workers finish before the error goes on: they hold large arrays.
             for future in (presort, out_presort):
@@ -292,7 +334,7 @@ def _partition(
                 for p in range(num_parts):
                     entry, stats = write_part(
                         writer, p, graph, nodes, sorted_edges, edge_ranges, halo_hops,
-                        piece if trainers_per_machine > 1 else None,
+                        piece if trainers_per_machine > 1 else None, drop_pages=plan.lean,
                     )
                     config[f"part-{p}"] = entry
                     part_stats.append(stats)
@@ -329,6 +371,34 @@ def _partition(
     return PartConfig(config, out / f"{graph_name}.json")
 
 
+def _check_disk(out: Path, plan: PartitionPlan) -> None:
+    """Refuse before any work when the output's estimated size exceeds the free disk space."""
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        free = shutil.disk_usage(parent).free
+    except OSError:
+        return  # unknown: the writes will say so if the disk fills
+    if plan.disk_bytes > free:
+        raise OutputWriteError(
+            f"{out}: the partition needs an estimated {format_bytes(plan.disk_bytes)} of disk, "
+            f"{parent} has {format_bytes(free)} free",
+            hint="free some space, or give --out on a larger disk", path=str(out),
+            needed=plan.disk_bytes)
+
+
+def _presort(graph: Graph, plan: PartitionPlan) -> list[PresortedEdges]:
+    """The presort on this thread; in the lean regime the edge input's pages leave the
+    resident set afterwards (nothing reads them again but the trainer ids' lookup)."""
+    presorted = presort_edges(graph)
+    if plan.lean:
+        for src, dst in graph.edges.values():
+            drop_mapped_pages(src)
+            drop_mapped_pages(dst)
+    return presorted
+
+
 def _check_options(
     graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int, objtype: str,
     imbalance: float, trainers_per_machine: int,
@@ -346,8 +416,9 @@ def _check_options(
             f"--num-parts {num_parts} x --trainers-per-machine {trainers_per_machine} exceeds the "
             f"number of nodes ({graph.total_nodes})"
         )
-    if method not in METHODS:
-        raise PartitionOptionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if method not in (*METHODS, "auto"):
+        raise PartitionOptionError(f"unknown method {method!r}; choose one of "
+                                   f"{', '.join((*METHODS, 'auto'))}")
     if method != "random" and graph.total_nodes > INT32_MAX:
         # Before the symmetrize and the presort allocate anything for that many nodes.
         raise PartitionOptionError(

@@ -284,7 +284,7 @@ class OutPartsJob:
     """The out-CSR of every part and edge type from :func:`presort_out_edges`' rows.
 
     Built on the calling thread, which takes every output buffer (see
-    :func:`~partitioner.parallel.retained_heap`) and computes the small per-node tables;
+    :func:`~partitioner.memory.retained_heap`) and computes the small per-node tables;
     calling it fills the buffers (a worker can) and returns, per part and edge type,
     ``(indptr, indices, eids)``: ``indptr`` over the part's owned nodes of the source type in
     per-type id order, ``indices`` homogeneous new destination ids, ``eids`` homogeneous new

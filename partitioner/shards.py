@@ -10,6 +10,7 @@ import numpy as np
 
 from .format import ShardWriter, safe_name
 from .graph import Graph, etype_key
+from .memory import row_blocks
 from .relabel import NodeRelabeling, OutPart, SortedEdges
 
 
@@ -51,8 +52,15 @@ def write_part(
     edge_ranges: np.ndarray,
     halo_hops: int,
     trainer_piece: np.ndarray | None,
+    *,
+    drop_pages: bool = False,
 ) -> tuple[dict[str, Any], PartStats]:
-    """Write part ``p``'s files and return its ``part-p`` JSON entry and its counts."""
+    """Write part ``p``'s files and return its ``part-p`` JSON entry and its counts.
+
+    Features are copied in row blocks (:func:`~partitioner.memory.row_blocks`), never as a
+    whole copy of the part's rows; with ``drop_pages`` the input's mapped pages leave the
+    resident set as each block is written (the lean regime of :mod:`partitioner.memory_plan`).
+    """
     ntypes = graph.ntypes
     tid = {t: i for i, t in enumerate(ntypes)}
     prefix = f"part{p}"
@@ -91,7 +99,8 @@ def write_part(
             entry.setdefault("edge_feat_files", {})
             for name, arr in feats.items():
                 rel = f"{prefix}/edge_feat/{e}_{safe_name(name)}.npy"
-                entry["edge_feat_files"][f"{key}/{name}"] = writer.save(rel, arr[rows])
+                entry["edge_feat_files"][f"{key}/{name}"] = _save_rows(writer, rel, arr, rows,
+                                                                       drop_pages)
             if trainer_piece is not None:
                 # As DGL: an edge goes to the trainer of its destination node.
                 dst_old = graph.edges[etype][1][rows] + int(graph.node_offsets()[d])
@@ -127,7 +136,7 @@ def write_part(
         rows = nodes.orig[t][nodes.typed_start[p, t] : nodes.typed_start[p + 1, t]]
         for name, arr in graph.ndata.get(ntype, {}).items():
             rel = f"{prefix}/node_feat/{t}_{safe_name(name)}.npy"
-            node_files[f"{ntype}/{name}"] = writer.save(rel, arr[rows])
+            node_files[f"{ntype}/{name}"] = _save_rows(writer, rel, arr, rows, drop_pages)
         if trainer_piece is not None:
             offset = int(graph.node_offsets()[t])
             rel = f"{prefix}/node_feat/{t}_trainer_id.npy"
@@ -135,6 +144,14 @@ def write_part(
     entry["node_feat_files"] = node_files
     stats = PartStats(owned_hi - owned_lo, num_edges, cut_edges, num_halo)
     return entry, stats
+
+
+def _save_rows(writer: ShardWriter, rel: str, array: np.ndarray, rows: np.ndarray,
+               drop_pages: bool) -> str:
+    """Write ``array[rows]`` to ``rel`` block by block."""
+    shape = (len(rows), *array.shape[1:])
+    return writer.save_blocks(rel, array.dtype, shape,
+                              row_blocks(array, rows, drop_pages=drop_pages))
 
 
 def write_out_part(

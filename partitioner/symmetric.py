@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import PartitionInputError, PartitionOptionError
+from .memory import drop_mapped_pages
 from .parallel import parallel_enabled, run_all, sparsetools
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -18,17 +19,22 @@ _CHUNK = 1 << 20
 
 
 def symmetric_csr(
-    src: np.ndarray, dst: np.ndarray, num_nodes: int
+    src: np.ndarray, dst: np.ndarray, num_nodes: int, *, drop_input_pages: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Build the undirected simple graph of ``src -> dst`` as int32 CSR ``(indptr, indices)``.
+    """Build the undirected simple graph of ``src -> dst`` as CSR ``(indptr, indices)``.
+
+    ``indices`` are int32; ``indptr`` is int32, or int64 when the graph has more than 2**31 - 1
+    adjacency entries (about a billion undirected edges), each array as narrow as it can be.
 
     Every edge appears in both directions, self loops are dropped, and each neighbour appears
     once per row; indices come out sorted within each row. Ids must lie in ``[0, num_nodes)``.
+    With ``drop_input_pages``, memory-mapped ``src`` and ``dst`` leave the resident set once
+    read (:func:`~partitioner.memory.drop_mapped_pages`), before the passes that need the most.
 
     Raises:
         PartitionInputError: ``src``/``dst`` differ in length, are not integers, or hold ids
             outside ``[0, num_nodes)``.
-        PartitionOptionError: the node or edge count does not fit METIS's 32-bit ``idx_t``.
+        PartitionOptionError: more than 2**31 - 1 nodes (the node ids are 32-bit).
     """
     src = np.asarray(src)
     dst = np.asarray(dst)
@@ -51,18 +57,21 @@ def symmetric_csr(
         raise PartitionOptionError(f"num_nodes must be >= 0, got {n}")
     if n > INT32_MAX:
         raise PartitionOptionError(
-            f"{n} nodes do not fit METIS's 32-bit ids (at most {INT32_MAX})",
-            hint="partition a smaller graph, or a coarsened one",
+            f"{n} nodes do not fit the 32-bit node ids of the symmetric graph (at most "
+            f"{INT32_MAX})",
+            hint="use --method random (it needs no symmetric graph), or partition a smaller "
+                 "graph",
         )
     if n == 0 or src.size == 0:
         if src.size:
             raise PartitionInputError(f"edge list holds node ids, but num_nodes is {n}")
         return np.zeros(n + 1, np.int32), np.zeros(0, np.int32)
 
-    return _build(src, dst, n)
+    return _build(src, dst, n, drop_input_pages)
 
 
-def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _build(src: np.ndarray, dst: np.ndarray, n: int,
+           drop_input_pages: bool) -> tuple[np.ndarray, np.ndarray]:
     """The work of :func:`symmetric_csr` on checked input, in one frame so ``del`` frees.
 
     Distinct pairs ``lo < hi`` come from a two-pass LSD radix sort made of scipy's COO->CSR
@@ -98,6 +107,9 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
         functools.partial(_endpoints, src, dst, lo, key, a, b, n, split, num_keys)
         for a, b in itertools.pairwise(bounds)
     ])
+    if drop_input_pages:
+        drop_mapped_pages(src)
+        drop_mapped_pages(dst)
     low = min(f[0] for f in found)
     top = max(f[1] for f in found)
     if low < 0:
@@ -120,18 +132,16 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     ])
     del key_ptr
     nnz = 2 * sum(p.lo.size for p in pairs)
-    if nnz > INT32_MAX:
-        raise PartitionOptionError(
-            f"the symmetric graph has {nnz} adjacency entries, more than METIS's 32-bit "
-            f"limit of {INT32_MAX}",
-            hint="partition a smaller or sparser graph",
-        )
+    # Past 2**31 entries the row pointers are 64-bit (node ids stay 32-bit): the final pass
+    # sorts with 64-bit positions, and the backend says whether it takes them (METIS: no).
+    wide = nnz > INT32_MAX
 
     # Final pass, split by row at row_split. Row r gets the pairs with hi == r (their lo
     # ascending: first slice, then second), then those with lo == r (a run of one slice).
     # Rows and columns are gathered into lo and key, free again, where they fit.
-    if nnz > m:
-        lo, key, scratch = np.empty(nnz, idx), np.empty(nnz, idx), np.empty(nnz, np.int8)
+    if nnz > m or (wide and idx == np.int32):
+        final = np.int64 if wide else idx
+        lo, key, scratch = np.empty(nnz, final), np.empty(nnz, final), np.empty(nnz, np.int8)
     groups = []  # per thread: (rows, cols, mask, count) groups, in the order rows get them
     for first in (True, False)[:halves]:
         reversed_pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, int]] = []
@@ -155,10 +165,10 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
         for group, a, b in zip(groups, starts, starts[1:], strict=False)
     ])
     del groups, lo, key, scratch, lo_by_hi
-    indptr = np.empty(n + 1, np.int32)
+    indptr = np.empty(n + 1, np.int64 if wide else np.int32)
     indptr[: row_split + 1] = ptrs[0][: row_split + 1]
     if halves == 2:
-        indptr[row_split + 1 :] = ptrs[1][row_split + 1 :] + counts[0]
+        indptr[row_split + 1 :] = ptrs[1][row_split + 1 :].astype(indptr.dtype) + counts[0]
     return indptr, indices
 
 

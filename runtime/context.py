@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from partitioner.parallel import retain_freed_memory
+from partitioner.memory import retain_freed_memory
 
 from . import error_file
 from .env import RuntimeEnv, set_standalone_torch_env, torchelastic_error_file

@@ -114,10 +114,13 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--num-parts", type=int, required=True, help="Number of parts (= machines).")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Output folder (gets GRAPH_NAME.json and part0/, part1/, ...).")
-@click.option("--method", type=click.Choice(["metis", "random", "kaminpar"]), default="metis",
-              show_default=True,
-              help="metis: fewest cut edges, several balance constraints. kaminpar: 3-6x faster "
-                   "at a similar cut, balances node count only. random: no locality, instant.")
+@click.option("--method", type=click.Choice(["auto", "metis", "kaminpar", "random"]),
+              default="auto", show_default=True,
+              help="metis: fewest cut edges, several balance constraints, up to 2^31 adjacency "
+                   "entries (~1B undirected edges). kaminpar: 64-bit, faster with many cores at "
+                   "a similar cut, balances one weight (nodes and training nodes folded into "
+                   "1 + c*train). random: no locality, instant. auto: metis where it fits, "
+                   "else kaminpar; says which and why.")
 @click.option("--halo-hops", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Hops of non-owned neighbours stored with each part.")
 @click.option("--balance-train/--no-balance-train", default=True, show_default=True,
@@ -136,11 +139,25 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
               help="Also store each part's out-edges (grouped by source), which edge_dir='out' "
                    "sampling and out_degrees need; --no-out-edges saves their time and disk.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing partition folder.")
+@click.option("--memory-limit", "memory_limit", default=None, metavar="SIZE",
+              help="Peak memory to plan for, e.g. 20G or 512M [default: what the machine has "
+                   "available]. Under it the run hands memory back after each phase and reads "
+                   "the input's pages only while it needs them (slower); a graph that cannot "
+                   "fit is refused before any work, with the estimate per phase.")
+@click.option("--regime", type=click.Choice(["auto", "fast", "lean"]), default="auto",
+              show_default=True,
+              help="fast: keep memory across phases and overlap them (quickest). lean: hand "
+                   "memory back after each phase (smaller peak, slower). auto: fast when its "
+                   "estimate fits the memory limit, else lean.")
+@click.option("--estimate", is_flag=True,
+              help="Read the input's sizes, print the plan (regime, estimated peak memory per "
+                   "phase, output size, time) and exit without partitioning.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the written config as JSON.")
 @click.pass_obj
 def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, graph_name, num_parts,
               out, method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
-              seed, trainers_per_machine, out_edges, overwrite, json_mode) -> None:
+              seed, trainers_per_machine, out_edges, overwrite, memory_limit, regime, estimate,
+              json_mode) -> None:
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
     Nodes are relabeled so every part owns one contiguous id range per type (DGL's scheme);
@@ -148,6 +165,7 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
     The folder is written under a temporary name and appears only when complete.
     """
     display = app.display(json_mode)
+    limit = _memory_limit(memory_limit)
     # Entered before partitioner (and numpy) is imported: the threads they start must inherit
     # the blocked signals (see stopped_by_signals).
     with stopped_by_signals(out):
@@ -156,7 +174,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
         from partitioner.readers import read_graph
         from partitioner.report import format_report
 
-        check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
+        if not estimate:
+            check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
         progress = PhaseProgress(display, total=5 if method != "random" else 4)
         progress.phase_start("read", str(input_path))
         t0 = time.perf_counter()
@@ -170,13 +189,17 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
         )
         read_seconds = time.perf_counter() - t0
         progress.phase_end("read", read_seconds)
+        if estimate:
+            _print_estimate(display, graph, num_parts=num_parts, method=method,
+                            out_edges=out_edges, memory_limit=limit, regime=regime)
+            return
         name = graph_name or _default_graph_name(input_path)
         config = partition_graph(
             graph, name, num_parts, out, method=method, halo_hops=halo_hops,
             balance_train=balance_train, balance_ntypes=balance_ntypes,
             balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
             trainers_per_machine=trainers_per_machine, out_edges=out_edges, overwrite=overwrite,
-            reporter=progress,
+            reporter=progress, memory_limit=limit, regime=regime,
         )
     display.result(format_report(config))
     display.result(f"\nwrote {config.file}")
@@ -184,6 +207,63 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
     display.json({k: v for k, v in config.items() if k != "files"}
                  | {"_path": str(config.file), "_dir": str(config.dir),
                     "read_seconds": read_seconds})
+
+
+def _memory_limit(text: str | None) -> int | None:
+    """``--memory-limit`` in bytes (None when not given)."""
+    if text is None:
+        return None
+    from partitioner.memory_plan import parse_size
+
+    try:
+        limit = parse_size(text)
+    except ValueError as exc:
+        raise ConfigError(f"--memory-limit: {exc}") from None
+    if limit <= 0:
+        raise ConfigError(f"--memory-limit must be more than 0, got {text!r}")
+    return limit
+
+
+def _print_estimate(display, graph, *, num_parts: int, method: str, out_edges: bool,
+                    memory_limit: int | None, regime: str) -> None:
+    """``partition --estimate``: both regimes' estimates per phase, and the one a run takes."""
+    from partitioner.memory_plan import (
+        PHASES,
+        GraphShape,
+        PartitionMemoryError,
+        format_bytes,
+        phase_estimates,
+        plan_partition,
+    )
+
+    shape = GraphShape.of(graph)
+    regimes = {lean: phase_estimates(shape, lean=lean, method=method, out_edges=out_edges)
+               for lean in (False, True)}
+    try:
+        plan = plan_partition(shape, num_parts=num_parts, method=method, out_edges=out_edges,
+                              memory_limit=memory_limit, regime=regime)
+        error = None
+    except PartitionMemoryError as exc:
+        plan, error = None, exc
+    lines = [f"{shape.nodes:,} nodes, {shape.edges:,} directed edges, input "
+             f"{format_bytes(shape.input_bytes)} ({format_bytes(shape.mapped_bytes)} "
+             f"memory-mapped)",
+             f"{'phase':<12}{'fast':>12}{'lean':>12}"]
+    for phase in PHASES:
+        lines.append(f"{phase:<12}{format_bytes(regimes[False][phase]):>12}"
+                     f"{format_bytes(regimes[True][phase]):>12}")
+    lines.append(f"{'peak':<12}{format_bytes(max(regimes[False].values())):>12}"
+                 f"{format_bytes(max(regimes[True].values())):>12}")
+    if plan is not None:
+        lines.append(plan.summary())
+    display.result("\n".join(lines))
+    display.json(plan.to_json() if plan is not None else
+                 {"regime": None, "error": str(error),
+                  "fast_peak_bytes": max(regimes[False].values()),
+                  "lean_peak_bytes": max(regimes[True].values()),
+                  "phases": {"fast": regimes[False], "lean": regimes[True]}})
+    if error is not None:
+        raise error
 
 
 class _SignalStop:

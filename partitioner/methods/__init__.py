@@ -7,7 +7,8 @@ import numpy as np
 from ..errors import PartitionOptionError
 from .checks import INT32_MAX, check_csr, check_vweights
 
-__all__ = ["METHODS", "OBJTYPES", "INT32_MAX", "assign_parts", "check_csr", "check_vweights"]
+__all__ = ["METHODS", "OBJTYPES", "INT32_MAX", "assign_parts", "check_csr", "check_vweights",
+           "choose_method"]
 
 METHODS = ("metis", "random", "kaminpar")
 OBJTYPES = ("cut", "vol")
@@ -60,3 +61,37 @@ def assign_parts(
     raise PartitionOptionError(
         f"unknown partitioning method {method!r}; choose one of {', '.join(METHODS)}"
     )
+
+
+def choose_method(adjacency_entries: int) -> tuple[str, str]:
+    """``--method auto``: the backend for a symmetric graph of ``adjacency_entries``, and why.
+
+    METIS wherever it can go: its cut is the reference and it holds several balance
+    constraints at once. KaMinPar past METIS's 32-bit ids (2**31 - 1 adjacency entries, about
+    a billion undirected edges), or where libmetis does not load.
+
+    Raises:
+        BackendUnavailable: neither backend can take the graph.
+    """
+    import importlib.util
+
+    from ..errors import BackendUnavailable
+
+    has_kaminpar = importlib.util.find_spec("kaminpar") is not None
+    if adjacency_entries > INT32_MAX:
+        if not has_kaminpar:
+            raise BackendUnavailable(
+                f"{adjacency_entries:,} adjacency entries exceed METIS's 32-bit ids and "
+                f"kaminpar is not installed", hint="pip install kaminpar, or --method random")
+        return "kaminpar", (f"{adjacency_entries:,} adjacency entries exceed METIS's 32-bit "
+                            f"ids; KaMinPar balances one weight (nodes and training nodes "
+                            f"folded), the report gives each balance")
+    try:
+        from .metis import load_libmetis
+
+        load_libmetis()
+    except BackendUnavailable as exc:
+        if not has_kaminpar:
+            raise
+        return "kaminpar", f"libmetis does not load ({exc.args[0]})"
+    return "metis", f"{adjacency_entries:,} adjacency entries fit METIS's 32-bit ids"

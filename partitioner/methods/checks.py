@@ -14,11 +14,15 @@ INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 def check_csr(
-    indptr: np.ndarray, indices: np.ndarray, num_parts: int
+    indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, backend: str = "METIS",
+    wide_offsets: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a CSR graph for a C partitioner; return it as C-contiguous int32 arrays.
+    """Validate a CSR graph for a C partitioner; return it as C-contiguous arrays.
 
-    Copies only when the input is not int32 and contiguous already. The checks are linear but
+    ``indices`` come back int32 (node ids are 32-bit for every backend); ``indptr`` int32, or
+    int64 past 2**31 - 1 entries when the backend takes 64-bit offsets (``wide_offsets``;
+    otherwise a PartitionOptionError names ``backend``, the count and the way out). Copies
+    only when an array is not in that dtype and contiguous already. The checks are linear but
     cheap next to partitioning, and an out-of-range neighbour id would crash the C library
     instead of raising.
     """
@@ -40,10 +44,17 @@ def check_csr(
         raise PartitionOptionError(
             f"cannot split {n} nodes into {num_parts} parts", hint="ask for fewer parts"
         )
-    if n > INT32_MAX or indices.size > INT32_MAX:
+    if n > INT32_MAX:
         raise PartitionOptionError(
-            f"{n} nodes / {indices.size} adjacency entries exceed 32-bit ids "
-            f"(at most {INT32_MAX})"
+            f"{n:,} nodes exceed the 32-bit node ids of {backend} (at most {INT32_MAX:,})",
+            hint="use --method random (it needs no symmetric graph)",
+        )
+    wide = indices.size > INT32_MAX
+    if wide and not wide_offsets:
+        raise PartitionOptionError(
+            f"the symmetric graph has {indices.size:,} adjacency entries, more than the "
+            f"{INT32_MAX:,} that {backend}'s 32-bit ids can index",
+            hint="use --method kaminpar (64-bit offsets), or --method random",
         )
     if int(indptr[0]) != 0 or int(indptr[-1]) != indices.size:
         raise PartitionInputError(
@@ -57,7 +68,7 @@ def check_csr(
             f"neighbour ids must lie in [0, {n}), got {int(indices.min())}..{int(indices.max())}"
         )
     return (
-        np.ascontiguousarray(indptr, dtype=np.int32),
+        np.ascontiguousarray(indptr, dtype=np.int64 if wide else np.int32),
         np.ascontiguousarray(indices, dtype=np.int32),
     )
 

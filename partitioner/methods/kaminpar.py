@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailable, PartitionerError, PartitionOptionError
-from .checks import check_csr, check_vweights
+from .checks import INT32_MAX, check_csr, check_vweights
 
 # ParHIP binary header word 0 is a bit field; a set bit means "absent" or "32-bit":
 # bit 0 no edge weights, 1 no node weights, 2 32-bit edge offsets, 3 32-bit node ids,
@@ -21,6 +21,8 @@ _NODE_IDS_32 = 8
 _NODE_WEIGHTS_32 = 16
 _EDGE_WEIGHTS_32 = 32
 _HEADER_BYTES = 24
+# Byte offsets in the file are written in 32 bits while they fit.
+_OFFSET_32_MAX = int(np.iinfo(np.uint32).max)
 
 
 def assign(
@@ -35,14 +37,15 @@ def assign(
 ) -> np.ndarray:
     """Partition a symmetric CSR graph (no self loops) into ``num_parts`` with KaMinPar.
 
-    KaMinPar balances a single node weight: column 0 of ``vweights`` (``None`` balances node
-    counts). Further columns are NOT honoured; use METIS when several constraints (e.g. train
-    nodes and edges per part) must hold at once.
+    KaMinPar balances a single node weight: the columns of ``vweights`` are folded into one
+    (:func:`combined_weight`: with nodes and training nodes, ``1 + c * train``), so each is
+    balanced roughly, none exactly; use METIS when several constraints must each hold within
+    ``imbalance``. ``None`` balances node counts.
 
     Args:
         indptr, indices: the graph, as from :func:`partitioner.symmetric.symmetric_csr`.
         num_parts: number of parts; 1 returns all zeros without calling KaMinPar.
-        vweights: ``(num_nodes, ncon)`` non-negative integer weights; only column 0 is used.
+        vweights: ``(num_nodes, ncon)`` non-negative integer weights, folded into one.
         seed: KaMinPar's random seed. Results repeat for a seed with ``threads=1``; with more
             threads they may differ from run to run.
         imbalance: allowed max-part / mean-part weight (KaMinPar's epsilon is this minus 1).
@@ -57,7 +60,8 @@ def assign(
         BackendUnavailable: the ``kaminpar`` package cannot be imported.
         PartitionerError: KaMinPar cannot read the graph it was given.
     """
-    indptr, indices = check_csr(indptr, indices, num_parts)
+    indptr, indices = check_csr(indptr, indices, num_parts, backend="KaMinPar",
+                                wide_offsets=True)
     n = indptr.size - 1
     weights = check_vweights(vweights, n)
     if not imbalance >= 1.0:
@@ -68,10 +72,7 @@ def assign(
         raise PartitionOptionError(f"threads must be >= 1, got {threads}")
     if num_parts == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
-    node_weight = None
-    if weights is not None and weights[:, 0].any():
-        # An all-zero column constrains nothing; leave it out as if unweighted.
-        node_weight = weights[:, 0]
+    node_weight = None if weights is None else combined_weight(weights)
 
     try:
         import kaminpar
@@ -97,6 +98,30 @@ def assign(
     return np.asarray(part, dtype=np.int64)
 
 
+def combined_weight(weights: np.ndarray) -> np.ndarray | None:
+    """One node weight standing for every balance column: KaMinPar balances a single one.
+
+    Each column is scaled so that its total equals the largest column total, then the
+    columns are added: with nodes and training nodes, a node weighs ``1 + c * train`` with
+    ``c = nodes / train nodes``, so a part holds about its share of both. It is a compromise,
+    not several constraints (METIS's): the quality report gives the balance each column got.
+    All-zero columns are left out; None when nothing is left (balance node counts).
+    """
+    totals = weights.sum(axis=0, dtype=np.int64)
+    keep = np.flatnonzero(totals > 0)
+    if keep.size == 0:
+        return None
+    reference = int(totals[keep].max())
+    scale = np.array([max(1, round(reference / int(totals[j]))) for j in keep], np.int64)
+    # The scaled total must stay in KaMinPar's 32-bit node weights.
+    while int((totals[keep] * scale).sum()) > INT32_MAX and scale.max() > 1:
+        scale = np.maximum(1, scale // 2)
+    combined = np.zeros(weights.shape[0], np.int64)
+    for j, c in zip(keep, scale, strict=True):
+        combined += weights[:, j].astype(np.int64) * int(c)
+    return np.minimum(combined, INT32_MAX).astype(np.int32)
+
+
 def _write_parhip(
     path: Path,
     indptr: np.ndarray,
@@ -115,7 +140,7 @@ def _write_parhip(
     n = indptr.size - 1
     m = indices.size
     edges_start = _HEADER_BYTES + (n + 1) * 4
-    offsets_32 = edges_start + m * 4 <= np.iinfo(np.uint32).max
+    offsets_32 = edges_start + m * 4 <= _OFFSET_32_MAX
     if not offsets_32:
         if not wide_ok:
             raise PartitionOptionError(

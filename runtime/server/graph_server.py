@@ -23,7 +23,7 @@ import zmq
 import zmq.utils.monitor as zmon
 
 from partitioner.format import read_config
-from partitioner.parallel import retain_freed_memory
+from partitioner.memory import retain_freed_memory
 from partitioner.partition_book import RangePartitionBook
 from partitioner.version import __version__
 

@@ -42,8 +42,14 @@ def test_smoke_measures_every_phase():
     log = f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     assert proc.returncode == 0, log
     results = json.loads(proc.stdout)  # --json: the JSON alone on stdout
-    assert results["settings"]["smoke"] and len(results["sizes"]) == 1, log
-    size = results["sizes"][0]
+    assert results["settings"]["smoke"], log
+    # One run per regime, the fast one first: the baseline of the lean one.
+    assert [r["regime"] for r in results["sizes"]] == ["fast", "lean"], log
+    for size in results["sizes"]:
+        _check_size(size)
+
+
+def _check_size(size):
     assert size["status"] == "measured", size
     assert size["edges"] <= 200_000 and size["nodes"] > 0
     assert list(size["phases"]) == list(PHASES), size["order"]
@@ -51,8 +57,10 @@ def test_smoke_measures_every_phase():
         assert _positive(f["seconds"]), f"{name}: seconds {f['seconds']!r}"
         assert _positive(f["peak_rss_bytes"]), f"{name}: peak {f['peak_rss_bytes']!r}"
         assert _positive(f["bytes_per_edge"]), f"{name}: bytes/edge {f['bytes_per_edge']!r}"
+        assert _positive(f["estimated_bytes"]), f"{name}: estimate {f['estimated_bytes']!r}"
     whole = size["whole"]
     assert _positive(whole["bytes_per_edge"]) and _positive(whole["seconds"]), whole
+    assert _positive(whole["estimated_bytes"]) and size["estimate"]["regime"] == size["regime"]
     # The whole run's high-water mark is the highest phase or gap peak (the same readings).
     peaks = [f["peak_rss_bytes"] or 0 for f in (*size["phases"].values(),
                                                  *size["gaps"].values())]

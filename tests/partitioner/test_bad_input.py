@@ -235,11 +235,25 @@ def _assert_disk_full_error(err: BaseException, out: Path) -> None:
     assert err.needed and err.needed > 0 and "free" in (err.hint or "")
 
 
-def test_full_disk_while_partitioning_is_clear_and_leaves_nothing(small_disk):
+def test_full_disk_while_partitioning_is_clear_and_leaves_nothing(small_disk, monkeypatch):
+    import partitioner.pipeline as pipeline
+
+    # As when the up-front estimate of the output falls short: the writes fill the disk.
+    monkeypatch.setattr(pipeline, "_check_disk", lambda out, plan: None)
     out = small_disk / "parts"
     with pytest.raises(PartitionerError) as info:
         partition_graph(_graph_with_big_features(), "g", 2, out, method="random")
     _assert_disk_full_error(info.value, out)
+    assert list(small_disk.iterdir()) == []
+
+
+def test_an_output_larger_than_the_free_disk_is_refused_up_front(small_disk):
+    out = small_disk / "parts"
+    with pytest.raises(errors.OutputWriteError) as info:
+        partition_graph(_graph_with_big_features(), "g", 2, out, method="random")
+    err = info.value
+    assert str(out) in err.message and "needs an estimated 4.0 MiB of disk" in err.message
+    assert "2.0 MiB free" in err.message and err.needed >= 4 << 20
     assert list(small_disk.iterdir()) == []
 
 
@@ -250,7 +264,7 @@ def test_full_disk_in_cli_exits_with_message(tmp_path, small_disk, capsys):
                  str(out), "--method", "random"])
     err = capsys.readouterr().err
     assert code == errors.OutputWriteError.exit_code and code != 70, err
-    assert str(out) in err and "no space left" in err and "internal error" not in err
+    assert str(out) in err and "needs an estimated" in err and "internal error" not in err
     assert list(small_disk.iterdir()) == []
 
 

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from partitioner import parallel, partition_graph, symmetric
+from partitioner import memory, parallel, partition_graph, symmetric
 from partitioner.graph import Graph
 from partitioner.symmetric import symmetric_csr
 from tests.conftest import community_graph, hetero_graph
@@ -136,14 +136,14 @@ def test_sparsetools_loads_directly_or_falls_back_to_scipy(monkeypatch):
 
 
 def test_retained_heap_nests_and_prefault_is_safe_anywhere():
-    parallel.prefault(1 << 20)  # outside the block: nothing to keep the pages for, a no-op
-    with parallel.retained_heap():
-        with parallel.retained_heap():
-            parallel.prefault(4 << 20)
+    memory.prefault(1 << 20)  # outside the block: nothing to keep the pages for, a no-op
+    with memory.retained_heap():
+        with memory.retained_heap():
+            memory.prefault(4 << 20)
             a = np.ones(1 << 20)
-        parallel.prefault(0)
+        memory.prefault(0)
         del a
-    parallel.release_free_memory()
+    memory.release_free_memory()
 
 
 def test_failure_beside_the_workers_leaves_nothing(tmp_path, monkeypatch):

@@ -263,16 +263,41 @@ def test_kaminpar_cut_far_below_random(monkeypatch, tmp_path):
 
 
 @pytest.mark.unit
-def test_kaminpar_balances_column_zero():
+def test_kaminpar_balances_a_single_column():
     pytest.importorskip("kaminpar")
     indptr, indices = grid()
     n = len(indptr) - 1
-    weights = np.ones((n, 2), np.int32)
+    weights = np.ones((n, 1), np.int32)
     weights[: n // 2, 0] = 3
     parts = assign_parts("kaminpar", indptr, indices, 2, vweights=weights)
     per_part = np.bincount(parts, weights=weights[:, 0])
     assert per_part.max() <= 1.03 * per_part.mean() + 3
     assert assign_parts("kaminpar", indptr, indices, 1).tolist() == [0] * n
+
+
+@pytest.mark.unit
+def test_kaminpar_folds_nodes_and_train_into_one_weight():
+    from partitioner.methods.kaminpar import combined_weight
+
+    n = 1000
+    weights = np.zeros((n, 3), np.int32)
+    weights[:, 0] = 1
+    weights[::10, 1] = 1  # 100 training nodes: 1 + 10 * train
+    assert combined_weight(weights).tolist()[:2] == [11, 1]  # the zero column is left out
+    assert combined_weight(np.zeros((5, 2), np.int32)) is None
+    pytest.importorskip("kaminpar")
+    # Training nodes in the top rows of a tall grid: the smallest cut of node counts alone is
+    # across the middle, all of them in one part; the folded weight spreads them.
+    indptr, indices = grid(rows=40, cols=30)
+    n = len(indptr) - 1
+    w = np.zeros((n, 2), np.int32)
+    w[:, 0] = 1
+    w[: n // 4, 1] = 1
+    parts = assign_parts("kaminpar", indptr, indices, 2, vweights=w, seed=1)
+    nodes = np.bincount(parts, minlength=2)
+    train = np.bincount(parts[: n // 4], minlength=2)
+    assert nodes.max() <= 1.3 * nodes.mean()
+    assert train.max() <= 1.3 * train.mean(), train
 
 
 @pytest.mark.unit

@@ -1,0 +1,168 @@
+"""The lean regime writes what the fast one writes; the plan picks a regime by the memory limit
+and refuses a graph that fits neither before any work; mapped input pages leave the resident
+set when dropped, and nothing else is ever dropped."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partitioner import PartitionMemoryError, partition_graph
+from partitioner.format import ShardWriter
+from partitioner.memory import drop_mapped_pages, mapping_of, row_blocks
+from partitioner.memory_plan import (
+    GraphShape,
+    format_bytes,
+    parse_size,
+    phase_estimates,
+    plan_partition,
+)
+from partitioner.readers import read_graph, write_npz
+from tests.conftest import community_graph, hetero_graph
+
+pytestmark = pytest.mark.unit
+
+
+def _rss_file_kb() -> int:
+    """Resident file-backed pages of this process (kB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+def _files(cfg):
+    return {k: v["xxh3_128"] for k, v in cfg["files"].items()}
+
+
+@pytest.mark.parametrize("make, kwargs", [
+    (lambda: community_graph(n=900), {"halo_hops": 2, "trainers_per_machine": 2}),
+    (lambda: community_graph(n=700), {"method": "random"}),
+    (hetero_graph, {"halo_hops": 1}),
+])
+def test_lean_writes_the_same_bytes_as_fast(tmp_path, make, kwargs):
+    fast = partition_graph(make(), "g", 3, tmp_path / "fast", regime="fast", **kwargs)
+    lean = partition_graph(make(), "g", 3, tmp_path / "lean", regime="lean", **kwargs)
+    assert _files(lean) == _files(fast)
+    assert lean["node_map"] == fast["node_map"] and lean["edge_map"] == fast["edge_map"]
+
+
+def test_lean_from_a_memory_mapped_npz_writes_the_same_bytes(tmp_path):
+    # The npz reader maps uncompressed members: the lean run drops their pages as it goes.
+    path = tmp_path / "g.npz"
+    write_npz(community_graph(n=800), path)
+    graph = read_graph(path)
+    assert mapping_of(graph.ndata["_N"]["feat"]) is not None
+    fast = partition_graph(read_graph(path), "g", 2, tmp_path / "fast", regime="fast")
+    lean = partition_graph(graph, "g", 2, tmp_path / "lean", regime="lean")
+    assert _files(lean) == _files(fast)
+
+
+def test_auto_takes_fast_when_it_fits_lean_between_and_refuses_below(tmp_path):
+    shape = GraphShape.of(community_graph(n=600))
+    fast = max(phase_estimates(shape, lean=False).values())
+    lean = max(phase_estimates(shape, lean=True).values())
+    assert lean < fast
+    assert not plan_partition(shape, num_parts=2, memory_limit=fast).lean
+    between = plan_partition(shape, num_parts=2, memory_limit=(fast + lean) // 2)
+    assert between.lean and "exceeds --memory-limit" in between.reason
+    with pytest.raises(PartitionMemoryError) as info:
+        plan_partition(shape, num_parts=2, memory_limit=lean - 1)
+    message = str(info.value)
+    for phase in ("symmetrize", "assign", "relabel", "write"):
+        assert phase in message
+    assert format_bytes(lean) in message and "--memory-limit" in message
+    # A regime asked for is taken whatever the limit.
+    assert plan_partition(shape, num_parts=2, memory_limit=1, regime="fast").lean is False
+
+
+def test_a_graph_over_the_limit_is_refused_before_any_output(tmp_path):
+    graph = community_graph(n=600)
+    with pytest.raises(PartitionMemoryError, match="even in the lean regime"):
+        partition_graph(graph, "g", 2, tmp_path / "o", memory_limit=1 << 20)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_graph_shape_counts_mapped_and_heap_bytes(tmp_path):
+    graph = community_graph(n=500)
+    heap = GraphShape.of(graph)
+    assert heap.mapped_bytes == 0 and heap.heap_input_bytes == heap.input_bytes
+    assert heap.edges == graph.total_edges and heap.nodes == 500
+    write_npz(graph, tmp_path / "g.npz")
+    mapped = GraphShape.of(read_graph(tmp_path / "g.npz"))
+    assert mapped.mapped_bytes == mapped.input_bytes > 0
+    # Resident input counts in the fast estimate of every phase, mapped input only where read.
+    assert phase_estimates(heap, lean=True)["assign"] > phase_estimates(mapped, lean=True)["assign"]
+
+
+@pytest.mark.parametrize("text, expected", [("20G", 20 << 30), ("512M", 512 << 20),
+                                            ("1.5T", int(1.5 * (1 << 40))), ("1000", 1000),
+                                            ("64k", 64 << 10), ("2GiB", 2 << 30),
+                                            (" 3gb ", 3 << 30)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "G", "twenty", "-1G", "1X", "1.2.3G"])
+def test_parse_size_refuses(text):
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(text)
+
+
+def test_drop_mapped_pages_drops_resident_pages_and_keeps_the_data(tmp_path):
+    path = tmp_path / "a.npy"
+    data = np.random.default_rng(0).random((4096, 64))  # 2 MiB
+    np.save(path, data)
+    mapped = np.load(path, mmap_mode="r")
+    assert mapping_of(mapped) is not None
+    before = _rss_file_kb()
+    total = float(mapped.sum())  # faults every page in
+    resident = _rss_file_kb()
+    assert resident - before >= 1500, (before, resident)
+    assert drop_mapped_pages(mapped)
+    assert resident - _rss_file_kb() >= 1500
+    assert float(mapped.sum()) == total == float(data.sum())  # read back from the page cache
+
+
+def test_drop_mapped_pages_never_touches_heap_writable_or_private_memory(tmp_path):
+    heap = np.arange(1 << 20, dtype=np.int64)
+    assert mapping_of(heap) is None and not drop_mapped_pages(heap)
+    assert heap[12345] == 12345
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(1 << 18, dtype=np.int64))
+    for mode in ("r+", "c"):
+        arr = np.load(path, mmap_mode=mode)
+        arr[7] = -1
+        assert mapping_of(arr) is None and not drop_mapped_pages(arr)
+        assert arr[7] == -1
+    assert isinstance(mapping_of(np.load(path, mmap_mode="r")[10:20]), mmap.mmap)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 40, 4096, 1 << 20])
+def test_row_blocks_give_the_gather_in_order(tmp_path, block_bytes):
+    rng = np.random.default_rng(1)
+    arr = rng.random((1000, 5)).astype(np.float32)
+    np.save(tmp_path / "a.npy", arr)
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+    for rows in (np.sort(rng.choice(1000, 300, replace=False)), rng.integers(0, 1000, 500),
+                 np.zeros(0, np.int64)):
+        blocks = list(row_blocks(mapped, rows, drop_pages=True, block_bytes=block_bytes))
+        got = np.concatenate(blocks) if blocks else np.zeros((0, 5), np.float32)
+        np.testing.assert_array_equal(got, arr[rows])
+
+
+def test_save_blocks_matches_save_and_refuses_short_blocks(tmp_path):
+    arr = np.arange(60, dtype=np.int32).reshape(20, 3)
+    writer = ShardWriter(tmp_path, background=True)
+    writer.save("whole.npy", arr)
+    writer.save_blocks("blocks.npy", arr.dtype, arr.shape, iter([arr[:7], arr[7:]]))
+    writer.wait()
+    assert writer.files["whole.npy"] == writer.files["blocks.npy"]
+    np.testing.assert_array_equal(np.load(tmp_path / "blocks.npy"), arr)
+    writer.save_blocks("short.npy", arr.dtype, arr.shape, iter([arr[:7]]))
+    with pytest.raises(ValueError, match="short.npy: blocks gave 84 bytes"):
+        writer.wait()
+    assert "short.npy" not in writer.files
