@@ -71,9 +71,9 @@ SMOKE_FEAT_DIM = 16
 INTERVAL = 0.01  # seconds between two readings of /proc/PID/status
 
 # PhaseProgress's lines off a terminal (dglctl/display.py): "[i/N] name: detail ..." when a
-# phase starts, "      name done in 1.23s" when it ends.
+# phase starts, "      name done in 1.23s (12.3M edges/s)" when it ends.
 _START = re.compile(r"^\[(\d+)/(\d+)\] ([A-Za-z0-9_-]+)(?::.*)? \.\.\.$")
-_END = re.compile(r"^\s+([A-Za-z0-9_-]+) done in ([0-9.]+)s$")
+_END = re.compile(r"^\s+([A-Za-z0-9_-]+) done in ([0-9.]+)s(?: \(.*\))?$")
 _SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 
 
@@ -429,6 +429,39 @@ def scaling_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    """A PNG of the whole-run peak per directed edge and the seconds against the size, one line
+    per method and regime (matplotlib: the ``bench`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if r["status"] == "measured"]
+    series: dict[str, list[dict[str, Any]]] = {}
+    for r in ok:
+        series.setdefault(f"{r['method']} {r['regime']}", []).append(r)
+    fig, (mem, sec) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, runs in series.items():
+        runs = sorted(runs, key=lambda r: r["edges"])
+        x = [r["edges"] / 1e6 for r in runs]
+        mem.plot(x, [r["whole"]["bytes_per_edge"] for r in runs], marker="o", label=label)
+        sec.plot(x, [r["whole"]["seconds"] for r in runs], marker="o", label=label)
+    mem.axhline(GOAL_BYTES_PER_EDGE, color="#9e9e9e", linestyle="--", label="goal")
+    mem.set_ylim(bottom=0)
+    mem.set(xscale="log", xlabel="directed edges (millions)", ylabel="peak bytes per edge",
+            title="whole-run peak memory (VmHWM)")
+    sec.set(xscale="log", yscale="log", xlabel="directed edges (millions)", ylabel="seconds",
+            title="wall time")
+    for ax in (mem, sec):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure every size, print the tables (or the JSON alone), write the JSON to --out."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -444,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="metis",
                     help="dglctl partition --method of each run (metis, kaminpar, random): "
                          "each size runs every regime with every method [metis]")
+    ap.add_argument("--plot", type=Path, default=None,
+                    help="write a PNG of peak bytes per edge and seconds against the size "
+                         "(needs matplotlib: pip install -e '.[bench]')")
     ap.add_argument("--json", action="store_true", help="print the JSON only")
     ap.add_argument("--out", type=Path, default=None,
                     help="write partition_scaling.json here (and keep the graphs in OUT/cache)")
@@ -504,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "partition_scaling.json").write_text(text + "\n")
+    if args.plot is not None:
+        plot(results["sizes"], args.plot)
     if args.json:
         print(text)
     else:

@@ -156,11 +156,12 @@ class PhaseProgress:
         if not self.display.quiet:
             click.echo(text, err=True)
 
-    def phase_end(self, name: str, seconds: float) -> None:
-        """A phase ended: print how long it took."""
+    def phase_end(self, name: str, seconds: float, rate: str = "") -> None:
+        """A phase ended: print how long it took (and its rate, when given)."""
         if self.display.quiet:
             return
+        rate = f" ({rate})" if rate else ""
         if sys.stderr.isatty():
-            click.echo(f" {seconds:.2f}s", err=True)
+            click.echo(f" {seconds:.2f}s{rate}", err=True)
         else:
-            click.echo(f"      {name} done in {seconds:.2f}s", err=True)
+            click.echo(f"      {name} done in {seconds:.2f}s{rate}", err=True)

@@ -64,6 +64,9 @@ _DISK_PER_NODE = 40.0
 _SECONDS_PER_EDGE = 0.386e-6
 _SECONDS_REFERENCE_EDGES = 50e6
 _LEAN_TIME_FACTOR = 1.2
+# Each phase's share of a METIS run's time (200M edges, both regimes within a few points).
+_PHASE_TIME_SHARE = {"read": 0.01, "symmetrize": 0.16, "assign": 0.63, "relabel": 0.1,
+                     "write": 0.1}
 _KAMINPAR_TIME_FACTOR = 1.35  # on 2 cores; it scales with cores, METIS does not
 _RANDOM_TIME_FACTOR = 0.3  # no symmetrize, no assign
 _INT32_IDS = 2**31 - 1
@@ -148,6 +151,10 @@ class PartitionPlan:
         """Estimated whole-run peak of the chosen regime."""
         return max(self.phases.values())
 
+    def phase_seconds(self, phase: str) -> float:
+        """Estimated seconds of one phase (its share of the run, as measured at 200M edges)."""
+        return self.seconds * _PHASE_TIME_SHARE.get(phase, 0.0)
+
     @property
     def regime(self) -> str:
         """``"lean"`` or ``"fast"``."""
@@ -174,7 +181,8 @@ class PartitionPlan:
 def phase_estimates(shape: GraphShape, *, lean: bool, method: str = "metis",
                     out_edges: bool = True) -> dict[str, int]:
     """Estimated peak bytes of each phase of a run on ``shape`` in one regime (``method``
-    ``"auto"`` is estimated as METIS, which it takes wherever METIS fits)."""
+    ``"auto"`` as the backend it will likely take, :func:`likely_method`)."""
+    method = likely_method(method, shape)
     m, n = shape.edges, shape.nodes
     per_edge = _LEAN_PER_EDGE if lean else _FAST_PER_EDGE
     out: dict[str, int] = {}
@@ -208,6 +216,15 @@ def phase_estimates(shape: GraphShape, *, lean: bool, method: str = "metis",
     return out
 
 
+def likely_method(method: str, shape: GraphShape) -> str:
+    """The backend ``--method auto`` will likely take for ``shape``: KaMinPar when the symmetric
+    graph can pass METIS's 32-bit ids (over 2**31 - 1 entries: up to two per directed edge),
+    else METIS. Known for sure only after the symmetrize (``methods.choose_method``)."""
+    if method != "auto":
+        return method
+    return "kaminpar" if 2 * shape.edges > _INT32_IDS else "metis"
+
+
 def estimate_seconds(edges: int, *, lean: bool, method: str = "metis") -> float:
     """Estimated wall time of a run on ``edges`` directed edges on the measured 2-core machine
     (more, faster cores take less: METIS itself is serial, KaMinPar uses every core)."""
@@ -237,7 +254,7 @@ def plan_partition(shape: GraphShape, *, num_parts: int, method: str = "metis",
         raise PartitionOptionError(f"unknown regime {regime!r}; choose one of "
                                    f"{', '.join(REGIMES)}")
     del halo_hops, num_parts  # halo and part count move the figures by little: not modelled
-    method = "metis" if method == "auto" else method
+    method = likely_method(method, shape)
     fast = phase_estimates(shape, lean=False, method=method, out_edges=out_edges)
     lean = phase_estimates(shape, lean=True, method=method, out_edges=out_edges)
     limit = int(memory_limit) if memory_limit is not None else available_memory()

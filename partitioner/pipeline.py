@@ -53,7 +53,7 @@ class ProgressReporter(Protocol):
 
     def phase_start(self, name: str, detail: str) -> None: ...
 
-    def phase_end(self, name: str, seconds: float) -> None: ...
+    def phase_end(self, name: str, seconds: float, rate: str = "") -> None: ...
 
     def note(self, text: str) -> None: ...
 
@@ -62,7 +62,7 @@ class _Silent:
     def phase_start(self, name: str, detail: str) -> None:
         pass
 
-    def phase_end(self, name: str, seconds: float) -> None:
+    def phase_end(self, name: str, seconds: float, rate: str = "") -> None:
         pass
 
     def note(self, text: str) -> None:
@@ -70,18 +70,33 @@ class _Silent:
 
 
 class _Phases:
-    def __init__(self, reporter: ProgressReporter) -> None:
+    def __init__(self, reporter: ProgressReporter, edges: int) -> None:
         self.reporter = reporter
+        self.edges = edges
         self.times: dict[str, float] = {}
+        self.plan: PartitionPlan | None = None
 
     @contextlib.contextmanager
     def __call__(self, name: str, detail: str = "") -> Iterator[None]:
+        expected = self.plan.phase_seconds(name) if self.plan is not None else 0.0
+        if expected >= 5:  # a time estimate where the wait is worth one
+            detail += f" (estimate ~{expected:.0f}s)"
         self.reporter.phase_start(name, detail)
         t0 = time.perf_counter()
         yield
         dt = time.perf_counter() - t0
         self.times[name] = self.times.get(name, 0.0) + dt
-        self.reporter.phase_end(name, dt)
+        if self.plan is not None and self.plan.lean:
+            release_free_memory()
+        self.reporter.phase_end(name, dt, edge_rate(self.edges, dt))
+
+
+def edge_rate(edges: int, seconds: float) -> str:
+    """``"12.3M edges/s"`` (``""`` for a phase too short to say)."""
+    if seconds < 0.05 or edges <= 0:
+        return ""
+    per_s = edges / seconds
+    return f"{per_s / 1e6:.1f}M edges/s" if per_s >= 1e6 else f"{per_s / 1e3:.0f}k edges/s"
 
 
 @contextlib.contextmanager
@@ -237,22 +252,22 @@ def _partition(
 ) -> PartConfig:
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
-    phases = _Phases(reporter or _Silent())
+    phases = _Phases(reporter or _Silent(), graph.total_edges)
     out = Path(out)
     n = graph.total_nodes
     num_pieces = num_parts * trainers_per_machine
 
-    plan = plan_partition(GraphShape.of(graph), num_parts=num_parts,
-                          method="metis" if method == "auto" else method,
+    plan = plan_partition(GraphShape.of(graph), num_parts=num_parts, method=method,
                           out_edges=out_edges, halo_hops=halo_hops, memory_limit=memory_limit,
                           regime=regime)
     phases.reporter.note(plan.summary())
+    phases.plan = plan
     _check_disk(out, plan)
     # Fast: the heap is kept across the phases and the presorts run beside the long phases.
-    # Lean: every phase hands its memory back and reads the input's pages only while it needs
+    # Lean: every phase hands its free memory back as it ends (the heap is kept only within a
+    # phase, where its temporaries reuse it) and reads the input's pages only while it needs
     # them (partitioner.memory), one large step at a time.
-    heap = contextlib.nullcontext() if plan.lean else retained_heap()
-    with heap, atomic_output_dir(out, overwrite) as tmp:
+    with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
         weights: np.ndarray | None = None
         weight_names: list[str] = []
         indptr = indices = None
@@ -293,10 +308,9 @@ def _partition(
                     indptr if indptr is not None else np.zeros(n + 1, np.int32),
                     indices if indices is not None else np.zeros(0, np.int32), num_pieces,
                     vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
+                    lean=plan.lean,
                 )
                 del indptr, indices
-                if plan.lean:
-                    release_free_memory()
                 if presorted is None:
                     presorted = _presort(graph, plan)
                 if out_edges and out_presort is None:

@@ -188,7 +188,9 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
             split=split,
         )
         read_seconds = time.perf_counter() - t0
-        progress.phase_end("read", read_seconds)
+        from partitioner.pipeline import edge_rate
+
+        progress.phase_end("read", read_seconds, edge_rate(graph.total_edges, read_seconds))
         if estimate:
             _print_estimate(display, graph, num_parts=num_parts, method=method,
                             out_edges=out_edges, memory_limit=limit, regime=regime)

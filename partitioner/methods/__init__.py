@@ -24,8 +24,12 @@ def assign_parts(
     objtype: str = "cut",
     seed: int = 0,
     imbalance: float = 1.03,
+    lean: bool = False,
 ) -> np.ndarray:
     """Return the part id (int64) of every node of the symmetric CSR graph ``(indptr, indices)``.
+
+    ``lean`` asks the backend for its memory-efficient mode where it has one (KaMinPar's
+    compressed graph; METIS and random have none).
 
     ``vweights`` is ``(num_nodes, ncon)``: METIS balances every column, KaMinPar only column 0,
     random none (it balances node counts). ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only;
@@ -52,7 +56,8 @@ def assign_parts(
         from . import kaminpar
 
         return kaminpar.assign(
-            indptr, indices, num_parts, vweights=vweights, seed=seed, imbalance=imbalance
+            indptr, indices, num_parts, vweights=vweights, seed=seed, imbalance=imbalance,
+            compressed=lean,
         )
     if method == "random":
         from . import random

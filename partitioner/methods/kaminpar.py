@@ -34,6 +34,7 @@ def assign(
     seed: int = 0,
     imbalance: float = 1.03,
     threads: int | None = None,
+    compressed: bool = False,
 ) -> np.ndarray:
     """Partition a symmetric CSR graph (no self loops) into ``num_parts`` with KaMinPar.
 
@@ -50,6 +51,8 @@ def assign(
             threads they may differ from run to run.
         imbalance: allowed max-part / mean-part weight (KaMinPar's epsilon is this minus 1).
         threads: worker threads; ``None`` uses every CPU this process may run on.
+        compressed: KaMinPar's memory-efficient mode (TeraPart): the graph is held compressed
+            and the context is ``terapart_context`` (the lean regime of a partition run).
 
     Returns:
         int64 array with the part id of every node.
@@ -89,11 +92,13 @@ def assign(
         wide_ok = bool(kaminpar.__64bit__)  # type: ignore[attr-defined]
         _write_parhip(path, indptr, indices, node_weight, wide_ok=wide_ok)
         try:
-            graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
+            graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP,
+                                        compress=compressed)
         except ValueError as exc:
             raise PartitionerError(f"KaMinPar could not read the graph: {exc}") from exc
     kaminpar.reseed(int(seed))
-    solver = kaminpar.KaMinPar(int(threads), kaminpar.default_context())
+    context = kaminpar.terapart_context() if compressed else kaminpar.default_context()
+    solver = kaminpar.KaMinPar(int(threads), context)
     part = solver.compute_partition(graph, int(num_parts), float(imbalance) - 1.0)
     return np.asarray(part, dtype=np.int64)
 

@@ -38,11 +38,11 @@ def start_partition(tmp_path):
     is killed at the end of the test."""
     procs: list[subprocess.Popen] = []
 
-    def start(npz: Path, out: Path) -> subprocess.Popen:
+    def start(npz: Path, out: Path, *extra: str) -> subprocess.Popen:
         err = open(tmp_path / f"stderr-{len(procs)}.txt", "w+")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(
             [sys.executable, "-m", "dglctl", "partition", "--input", str(npz), "--num-parts",
-             "4", "--halo-hops", "2", "--out", str(out)],
+             "4", "--halo-hops", "2", "--out", str(out), *extra],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
         )
         proc.stderr_file = err  # type: ignore[attr-defined]
@@ -76,11 +76,12 @@ def _wait_for_temp_folder(proc: subprocess.Popen, out: Path) -> Path | None:
     return tmp
 
 
-def _frozen_mid_run(start_partition, npz: Path, out: Path) -> tuple[subprocess.Popen, Path]:
+def _frozen_mid_run(start_partition, npz: Path, out: Path,
+                    *extra: str) -> tuple[subprocess.Popen, Path]:
     """Start a run and freeze it (SIGSTOP) while its temporary folder exists, so that it is
     certainly mid-run when signalled. A run that ends before the test looks is retried."""
     for _ in range(3):
-        proc = start_partition(npz, out)
+        proc = start_partition(npz, out, *extra)
         tmp = _wait_for_temp_folder(proc, out)
         if tmp is not None:
             proc.send_signal(signal.SIGSTOP)
@@ -92,12 +93,13 @@ def _frozen_mid_run(start_partition, npz: Path, out: Path) -> tuple[subprocess.P
     pytest.fail("every partition run ended before the test could signal it")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
-                         ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("signum, regime", [(signal.SIGTERM, "auto"), (signal.SIGINT, "auto"),
+                                            (signal.SIGHUP, "auto"), (signal.SIGTERM, "lean")],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGTERM-lean"])
 def test_signal_removes_temp_folder_and_exits_128_plus_n(graph_npz, tmp_path, start_partition,
-                                                         signum):
+                                                         signum, regime):
     out = tmp_path / "p"
-    proc, tmp = _frozen_mid_run(start_partition, graph_npz, out)
+    proc, tmp = _frozen_mid_run(start_partition, graph_npz, out, "--regime", regime)
     proc.send_signal(signum)  # pending until the run goes on
     proc.send_signal(signal.SIGCONT)
     code = proc.wait(2 * TIMEOUT)
