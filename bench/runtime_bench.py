@@ -92,42 +92,61 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
         dg.initialize()
         g2 = dg.DistGraph("bench")
         inv2 = np.argsort(load_orig_ids(g2.config)[0]["_N"])
-        t_dist = timeit(lambda: sampler.sample_blocks(inv2[seeds_orig], g2), repeat)
-        results["dist_seeds_s"] = 1000 / t_dist
-        results["dist_edges_s"] = edges / t_dist
-        # 2. remote pull vs bare zmq
-        book = g2.get_partition_book()
-        remote = book.partid2nids(1)
-        local_ids = book.partid2nids(0)
-        feat = g2.ndata["feat"]
-        results["feat_dim"] = feat.shape[1]
-        nbytes = 10_000 * feat.shape[1] * 4
-        ids: list[np.ndarray] = []
-
-        def draw(pool):  # fresh random rows before each timed pair (not timed)
-            ids[:] = [rng.choice(pool, 10_000)]
-
-        bare = BareZmq(nbytes)
-        try:
-            t_pull, t_bare = paired(lambda: feat[ids[0]], bare.once, repeat * 20,
-                                    setup=lambda: draw(remote))
-        finally:
-            bare.close()
-        results["pull_remote_gbs"] = nbytes / t_pull / 1e9
-        results["bare_zmq_gbs"] = nbytes / t_bare / 1e9
-        # 3. local rows vs numpy fancy indexing of the same shared array, the same rows (the
-        # second of a pair finds them in cache: the alternating order evens that out)
-        arr = g2.local.tensor("_N/feat")
-        t_loc, t_np = paired(lambda: feat[ids[0]], lambda: arr[ids[0]], repeat * 40,
-                             setup=lambda: draw(local_ids))
-        results["pull_local_gbs"] = nbytes / t_loc / 1e9
-        results["numpy_local_gbs"] = nbytes / t_np / 1e9
+        results.update(measure_through_servers(g2, inv2[seeds_orig], rng, repeat, edges))
     finally:
         dg.exit_client()
         if servers is not None:
             servers.stop()
         os.environ.clear()
         os.environ.update(saved)
+    return results
+
+
+def measure_through_servers(g, seeds: np.ndarray, rng: np.random.Generator, repeat: int = 5,
+                            edges: int | None = None) -> dict[str, float]:
+    """Figures 1-3 as the trainer of machine 0 sees them, from this process (``g``: its
+    DistGraph, the runtime initialized): sampling [10, 25] of ``seeds`` (DistGraph ids)
+    through the servers, seeds/s and edges/s (``edges``: the edges a sample of ``seeds``
+    has, counted here from one sample when not given); remote pull of 10k random rows of
+    machine 1 against a bare pyzmq round trip of the same bytes; local rows against numpy
+    fancy indexing of the same shared array. ``rng`` draws the rows; bench/runtime_scaling
+    calls this too."""
+    from runtime.sampling.neighbor import NeighborSampler
+
+    sampler = NeighborSampler([10, 25])
+    if edges is None:
+        edges = sum(b.num_edges() for b in sampler.sample_blocks(seeds, g))
+    results: dict[str, float] = {}
+    t_dist = timeit(lambda: sampler.sample_blocks(seeds, g), repeat)
+    results["dist_seeds_s"] = len(seeds) / t_dist
+    results["dist_edges_s"] = edges / t_dist
+    # 2. remote pull vs bare zmq
+    book = g.get_partition_book()
+    remote = book.partid2nids(1)
+    local_ids = book.partid2nids(0)
+    feat = g.ndata["feat"]
+    results["feat_dim"] = feat.shape[1]
+    nbytes = 10_000 * feat.shape[1] * 4
+    ids: list[np.ndarray] = []
+
+    def draw(pool):  # fresh random rows before each timed pair (not timed)
+        ids[:] = [rng.choice(pool, 10_000)]
+
+    bare = BareZmq(nbytes)
+    try:
+        t_pull, t_bare = paired(lambda: feat[ids[0]], bare.once, repeat * 20,
+                                setup=lambda: draw(remote))
+    finally:
+        bare.close()
+    results["pull_remote_gbs"] = nbytes / t_pull / 1e9
+    results["bare_zmq_gbs"] = nbytes / t_bare / 1e9
+    # 3. local rows vs numpy fancy indexing of the same shared array, the same rows (the
+    # second of a pair finds them in cache: the alternating order evens that out)
+    arr = g.local.tensor("_N/feat")
+    t_loc, t_np = paired(lambda: feat[ids[0]], lambda: arr[ids[0]], repeat * 40,
+                         setup=lambda: draw(local_ids))
+    results["pull_local_gbs"] = nbytes / t_loc / 1e9
+    results["numpy_local_gbs"] = nbytes / t_np / 1e9
     return results
 
 

@@ -30,7 +30,7 @@ class NodeRelabeling:
         typed_start: ``(P + 1, T)`` per-type new id where part p's block of type t begins.
         orig: per node type, the old per-type id of each per-type new id (``orig[new] = old``).
         per_type_new: per node type, the per-type new id of each per-type old id.
-        new_of_old: homogeneous old id -> homogeneous new id.
+        new_of_old: homogeneous old id -> homogeneous new id (int32 while the ids fit).
     """
 
     ranges: np.ndarray
@@ -40,13 +40,18 @@ class NodeRelabeling:
     new_of_old: np.ndarray
 
 
+def _id_dtype(count: int) -> type[np.int32] | type[np.int64]:
+    """int32 for ids below ``count`` when they all fit (``count <= 2**31 - 1``), else int64."""
+    return np.int32 if count <= 2**31 - 1 else np.int64
+
+
 @dataclass
 class SortedEdges:
     """One edge type's edges in new-id order, with what the shard writer needs.
 
     Attributes:
         order: old per-type edge id of each per-type new edge id (``orig_eids``).
-        src_new: homogeneous new source id of each edge, in new order.
+        src_new: homogeneous new source id of each edge, in new order (``new_of_old``'s dtype).
         dst_ptr: CSC pointer over the destination type's per-type new ids.
         part_bounds: ``(P + 1,)`` positions in new order where each part's block starts.
     """
@@ -72,7 +77,9 @@ def relabel_nodes(graph: Graph, part: np.ndarray, num_parts: int) -> NodeRelabel
     block_start = np.concatenate([[0], np.cumsum(counts.reshape(-1))[:-1]]).reshape(counts.shape)
     ranges = np.stack([block_start, block_start + counts], axis=-1)
     typed_start = np.vstack([np.zeros((1, len(ntypes)), np.int64), np.cumsum(counts, axis=0)])
-    new_of_old = np.empty(int(offsets[-1]), np.int64)
+    # New ids as narrow as they fit: the CSC's indices are gathered from this table, so they
+    # (in memory, on disk and in the servers' shared memory) take 4 bytes per edge, not 8.
+    new_of_old = np.empty(int(offsets[-1]), _id_dtype(int(offsets[-1])))
     per_type_new: list[np.ndarray] = []
     for t in range(len(ntypes)):
         part_t = small[offsets[t] : offsets[t + 1]].astype(np.intp)

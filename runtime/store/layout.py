@@ -59,14 +59,15 @@ def load_into_shm(arena: ShmArena, config: PartConfig, machine_id: int) -> dict[
         arena.put(orig_tensor(ntype), np.asarray(load_array(config, rel)[lo:hi]))
     for etype in config.etypes:
         indptr, indices = part.csc(etype)
+        # The shards as opened (whole-file mappings): put() has the kernel copy the files.
         for what, arr in (("indptr", indptr), ("indices", indices)):
-            arena.put(graph_tensor(etype, what), np.asarray(arr))
+            arena.put(graph_tensor(etype, what), arr)
         if part.has_out_edges:
             for what, arr in zip(OUT_CSR, part.csr(etype), strict=True):
-                arena.put(graph_tensor(etype, what), np.asarray(arr))
+                arena.put(graph_tensor(etype, what), arr)
     for kind, feats in (("node", part.node_feats()), ("edge", part.edge_feats())):
         for key, arr in feats.items():
-            arena.put(key, np.asarray(arr))
+            arena.put(key, arr)
             tensors[key] = {"policy": feature_policy(kind, key), "dtype": arr.dtype.str,
                             "shape": list(arr.shape[1:])}
     return {"tensors": tensors, "pid": os.getpid(), "time": time.time()}

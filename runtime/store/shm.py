@@ -63,26 +63,62 @@ class ShmArena:
             _reserve(tmp)
         except OSError as e:
             tmp.unlink(missing_ok=True)
-            if e.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
-                raise
-            free = shutil.disk_usage(self.root).free
-            raise ShmError(
-                f"not enough shared memory for {name!r} of job {self.job_id} machine "
-                f"{self.machine_id}: {np.dtype(dtype).itemsize * math.prod(shape):,} bytes "
-                f"needed, {free:,} free in {self.root} ({e.strerror})",
-                hint="give the host more shared memory (Docker: --shm-size; Kubernetes: an "
-                     "emptyDir volume with medium Memory on /dev/shm), or point DGLCTL_SHM_DIR "
-                     "at a larger tmpfs",
-            ) from None
+            raise self._no_space(e, name, np.dtype(dtype).itemsize * math.prod(shape)) from None
         os.replace(tmp, path)
         return arr
 
+    def _no_space(self, e: OSError, name: str, nbytes: int) -> OSError | ShmError:
+        """The ShmError for a full shared memory (``e`` itself for any other failure)."""
+        if e.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            return e
+        free = shutil.disk_usage(self.root).free
+        return ShmError(
+            f"not enough shared memory for {name!r} of job {self.job_id} machine "
+            f"{self.machine_id}: {nbytes:,} bytes needed, {free:,} free in {self.root} "
+            f"({e.strerror})",
+            hint="give the host more shared memory (Docker: --shm-size; Kubernetes: an "
+                 "emptyDir volume with medium Memory on /dev/shm), or point DGLCTL_SHM_DIR "
+                 "at a larger tmpfs",
+        )
+
     def put(self, name: str, data: np.ndarray) -> np.ndarray:
-        """A new shared array holding a copy of ``data``."""
+        """A new shared array holding a copy of ``data``.
+
+        When ``data`` maps a whole ``.npy`` file (a shard as ``np.load(mmap_mode=...)`` opens
+        it) the file is copied by the kernel (``sendfile``): no page of it is mapped into this
+        process, and the copy runs at the page cache's speed (200M-edge part, 4.5 GB: see
+        docs/benchmarks.md, "Runtime at 200M edges").
+        """
+        source = whole_npy_file(data)
+        if source is not None:
+            return self._put_file(name, source, data.nbytes)
         arr = self.create(name, data.shape, data.dtype)
         if data.size:
             arr[...] = data
         return arr
+
+    def _put_file(self, name: str, source: str, nbytes: int) -> np.ndarray:
+        path = self.path(name)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        try:
+            fd = _create_private(tmp)
+            try:
+                with open(source, "rb") as src:
+                    size = os.fstat(src.fileno()).st_size
+                    os.posix_fallocate(fd, 0, size)  # ENOSPC now, never SIGBUS later
+                    done = 0
+                    while done < size:
+                        sent = os.sendfile(fd, src.fileno(), done, size - done)
+                        if sent == 0:
+                            raise OSError(errno.EIO, f"{source} ended early")
+                        done += sent
+            finally:
+                os.close(fd)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise self._no_space(e, name, nbytes) from None
+        os.replace(tmp, path)
+        return self.attach(name)
 
     def attach(self, name: str, *, writable: bool = True) -> np.ndarray:
         """Map an existing shared array; raises ShmError naming the file if it is missing."""
@@ -135,6 +171,26 @@ class ShmArena:
             p.unlink(missing_ok=True)
             n += 1
         return n
+
+
+def whole_npy_file(data: np.ndarray) -> str | None:
+    """The path of the ``.npy`` file ``data`` maps as a whole, exactly as its header describes
+    it (a shard opened with ``np.load(mmap_mode=...)``), or None (a slice, a view, memory)."""
+    if not isinstance(data, np.memmap) or not data.filename or not data.flags.c_contiguous:
+        return None
+    try:
+        with open(data.filename, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(f)
+            header = f.tell()
+            size = os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return None
+    whole = (not fortran and tuple(shape) == data.shape and dtype == data.dtype
+             and data.offset == header and header + data.nbytes == size)
+    return str(data.filename) if whole else None
 
 
 def _create_private(path: Path) -> int:

@@ -46,6 +46,35 @@ def test_an_array_that_does_not_fit_is_an_error_not_a_crash(small_tmpfs):
     np.testing.assert_array_equal(arena.attach("small"), 1)
 
 
+def test_a_shard_file_that_does_not_fit_is_an_error_and_leaves_nothing(small_tmpfs, tmp_path):
+    np.save(tmp_path / "big.npy", np.ones(100_000, np.float32))
+    arena = ShmArena("t", 0, root=small_tmpfs)
+    with pytest.raises(ShmError, match=r"not enough shared memory for 'big' of job t machine 0: "
+                       r"400,000 bytes needed"):
+        arena.put("big", np.load(tmp_path / "big.npy", mmap_mode="r"))
+    assert list(small_tmpfs.iterdir()) == []
+
+
+def test_a_whole_shard_is_copied_as_a_file_and_anything_else_as_an_array(tmp_path):
+    from runtime.store.shm import whole_npy_file
+
+    arena = ShmArena("t", 0, root=tmp_path / "shm")
+    (tmp_path / "shm").mkdir()
+    rows = np.arange(600, dtype=np.float32).reshape(200, 3)
+    np.save(tmp_path / "rows.npy", rows)
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    assert whole_npy_file(mapped) == str(tmp_path / "rows.npy")
+    for other in (mapped[10:20], mapped[:, 1], np.asarray(mapped), rows, mapped.T):
+        assert whole_npy_file(other) is None
+    got = arena.put("rows", mapped)
+    np.testing.assert_array_equal(got, rows)
+    assert (arena.path("rows").stat().st_mode & 0o777) == 0o600
+    got[0, 0] = -1  # the main server's copy is writable (pushes land in it)
+    np.testing.assert_array_equal(np.load(tmp_path / "rows.npy"), rows)  # the shard is not
+    np.testing.assert_array_equal(arena.put("part", mapped[10:20]), rows[10:20])
+    np.testing.assert_array_equal(arena.attach("part", writable=False), rows[10:20])
+
+
 def test_a_server_without_room_exits_with_the_reason_and_cleans_up(two_part_graph, tmp_path,
                                                                    small_tmpfs):
     _, cfg = two_part_graph
