@@ -39,11 +39,12 @@ _BASE_BYTES = 45 << 20
 # below), with 32-bit ids (twice that with 64-bit ones), with out-edges, measured by
 # bench.partition_scaling at 50M and 200M directed edges (degree 20, 4 parts, METIS).
 # Lean: within a few percent of the measured peaks. Fast: an upper figure: its kept heap and
-# prefault make the assign peak depend on the order of frees (measured 62-92 per edge).
-_FAST_PER_EDGE = {"read": 0.0, "symmetrize": 34.0, "assign": 89.0, "relabel": 55.0,
-                  "write": 42.0}
-_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 25.0, "assign": 49.5, "relabel": 52.0,
-                  "write": 32.0}
+# prefault make the assign and relabel peaks depend on the order of frees (measured 62-86 and
+# 67-82 per edge).
+_FAST_PER_EDGE = {"read": 0.0, "symmetrize": 39.0, "assign": 89.0, "relabel": 79.0,
+                  "write": 38.0}
+_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 28.5, "assign": 49.5, "relabel": 46.5,
+                  "write": 28.0}
 # Per node: CSR pointers, degrees, METIS's per-node arrays, the relabel's id maps.
 _PER_NODE = {"read": 0.0, "symmetrize": 16.0, "assign": 60.0, "relabel": 56.0, "write": 56.0}
 # What out-edges add (the out-presort beside assign in the fast regime, beside relabel in the
@@ -55,9 +56,10 @@ _OUT_EDGES_PER_EDGE = {"fast": {"assign": 12.0, "relabel": 16.0, "write": 8.0},
 _METIS_PER_EDGE = 20.0
 _KAMINPAR_PER_EDGE = 13.0
 _KAMINPAR_KEPT_PER_EDGE = 6.0
-# Bytes per directed edge and per node of the output folder with 32-bit ids: CSC indices
-# (int64), edge ids (orig_eids), the out-CSR (indices, eids), pointers and node ids.
-_DISK_PER_EDGE = 20.0
+# Bytes per directed edge and per node of the output folder with 32-bit ids: CSC indices, edge
+# ids (orig_eids), the out-CSR's indices and eids (4 B each), pointers and node ids (measured:
+# 8.67 GB for 200M edges in 2 parts, 2 % under this estimate).
+_DISK_PER_EDGE = 16.0
 _DISK_PER_NODE = 40.0
 # Wall seconds per directed edge on the measured 2-core machine, fast regime, at 50M edges;
 # METIS grows a little faster than the edges (x5.7 from 50M to 200M): the 1/4 power below.
