@@ -203,3 +203,23 @@ def run_child(cmd: list[str], *, on_sample: Callable[[dict[str, int]], None] | N
         out.seek(0)
         err.seek(0)
         return proc.returncode, out.read(), err.read(), wall, max(peak, line_peak)
+
+
+def report_sizes(results: dict[str, Any], out: Path | None, filename: str, as_json: bool,
+                 summary: Callable[[list[dict[str, Any]]], list[str]]) -> int:
+    """The end of a by-size benchmark (partition_scaling, runtime_scaling): write ``results``
+    to ``out/filename`` when ``out`` is given, print the JSON alone (``as_json``) or the
+    ``summary`` lines of ``results["sizes"]``; returns the exit status (1 if a size failed)."""
+    import json
+
+    text = json.dumps(results, indent=1, default=str)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / filename).write_text(text + "\n")
+    if as_json:
+        print(text)
+    else:
+        print("\n".join(summary(results["sizes"])))
+        if out is not None:
+            print(f"\nwrote {out / filename}")
+    return 1 if any(r["status"] != "measured" for r in results["sizes"]) else 0

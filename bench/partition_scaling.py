@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, run_child
+from bench.common import REPO, report_sizes, run_child
 
 # The phases `dglctl partition` reports with its default method (metis), in order.
 PHASES = ("read", "symmetrize", "assign", "relabel", "write")
@@ -536,19 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
     results["seconds"] = time.perf_counter() - t0
-    text = json.dumps(results, indent=1, default=str)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "partition_scaling.json").write_text(text + "\n")
     if args.plot is not None:
         plot(results["sizes"], args.plot)
-    if args.json:
-        print(text)
-    else:
-        print("\n".join(scaling_lines(results["sizes"])))
-        if args.out is not None:
-            print(f"\nwrote {args.out / 'partition_scaling.json'}")
-    return 1 if any(r["status"] != "measured" for r in results["sizes"]) else 0
+    return report_sizes(results, args.out, "partition_scaling.json", args.json, scaling_lines)
 
 
 if __name__ == "__main__":

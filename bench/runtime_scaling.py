@@ -74,7 +74,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from bench.common import REPO, proc_status, run_child
+from bench.common import REPO, proc_status, report_sizes, run_child
 from bench.partition_scaling import cached_graph, machine, parse_size
 
 AVG_DEGREE = 20.0  # directed edges per node: nodes = edges / 20
@@ -700,17 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
     results["seconds"] = time.perf_counter() - t0
-    text = json.dumps(results, indent=1, default=str)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "runtime_scaling.json").write_text(text + "\n")
-    if args.json:
-        print(text)
-    else:
-        print("\n".join(scaling_lines(results["sizes"])))
-        if args.out is not None:
-            print(f"\nwrote {args.out / 'runtime_scaling.json'}")
-    return 1 if any(r["status"] != "measured" for r in results["sizes"]) else 0
+    return report_sizes(results, args.out, "runtime_scaling.json", args.json, scaling_lines)
 
 
 if __name__ == "__main__":
