@@ -102,6 +102,15 @@ class Graph:
         counts = [self.num_edges(e) for e in self.canonical_etypes]
         return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
+    def arrays(self) -> dict[str, list[np.ndarray]]:
+        """Every array of the graph by kind: ``"edges"`` (src and dst of each type),
+        ``"ndata"`` and ``"edata"`` (the features)."""
+        return {
+            "edges": [a for pair in self.edges.values() for a in pair],
+            "ndata": [a for feats in self.ndata.values() for a in feats.values()],
+            "edata": [a for feats in self.edata.values() for a in feats.values()],
+        }
+
     def validate(self, source: str = "<graph>") -> None:
         """Check types, id ranges and feature row counts; raise PartitionInputError naming ``source``."""
         if not self.num_nodes:

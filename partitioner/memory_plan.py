@@ -96,9 +96,8 @@ class GraphShape:
     @classmethod
     def of(cls, graph: Graph) -> GraphShape:
         """The shape of ``graph`` as a reader returned it (nothing is read)."""
-        edge_arrays = [a for pair in graph.edges.values() for a in pair]
-        node_feats = [a for feats in graph.ndata.values() for a in feats.values()]
-        edge_feats = [a for feats in graph.edata.values() for a in feats.values()]
+        arrays = graph.arrays()
+        edge_arrays, node_feats, edge_feats = arrays["edges"], arrays["ndata"], arrays["edata"]
         every = edge_arrays + node_feats + edge_feats
         return cls(
             nodes=graph.total_nodes, edges=graph.total_edges,

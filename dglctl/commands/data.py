@@ -8,6 +8,7 @@ import concurrent.futures.thread as futures_thread
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import threading
 import time
@@ -196,13 +197,24 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                             out_edges=out_edges, memory_limit=limit, regime=regime)
             return
         name = graph_name or _default_graph_name(input_path)
-        config = partition_graph(
-            graph, name, num_parts, out, method=method, halo_hops=halo_hops,
-            balance_train=balance_train, balance_ntypes=balance_ntypes,
-            balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
-            trainers_per_machine=trainers_per_machine, out_edges=out_edges, overwrite=overwrite,
-            reporter=progress, memory_limit=limit, regime=regime,
-        )
+        # The input held in memory goes to files beside the output when memory is short; the
+        # folder is named like the output's temporary one, so a killed run's is removed by
+        # the next run into the same folder (format.remove_stale_temps).
+        scratch = out.absolute().parent / f".{out.name}.tmp-{os.getpid()}-input"
+        try:
+            graph = _spill_if_short(graph, scratch, progress, num_parts=num_parts,
+                                    method=method, out_edges=out_edges, memory_limit=limit,
+                                    regime=regime)
+            config = partition_graph(
+                graph, name, num_parts, out, method=method, halo_hops=halo_hops,
+                balance_train=balance_train, balance_ntypes=balance_ntypes,
+                balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
+                trainers_per_machine=trainers_per_machine, out_edges=out_edges,
+                overwrite=overwrite, reporter=progress, memory_limit=limit, regime=regime,
+            )
+        finally:
+            del graph  # the spilled arrays' mappings, before their files go
+            shutil.rmtree(scratch, ignore_errors=True)
     display.result(format_report(config))
     display.result(f"\nwrote {config.file}")
     # The JSON keeps the keys it always had: the config's own, where it was written, the read.
@@ -224,6 +236,42 @@ def _memory_limit(text: str | None) -> int | None:
     if limit <= 0:
         raise ConfigError(f"--memory-limit must be more than 0, got {text!r}")
     return limit
+
+
+def _spill_if_short(graph, scratch: Path, progress, *, num_parts: int, method: str,
+                    out_edges: bool, memory_limit: int | None, regime: str):
+    """``graph``, or its copy with the arrays a reader holds in memory moved to memory-mapped
+    files in ``scratch`` (partitioner.spill) when the run will not take the fast regime: the
+    lean one then reads them only while a phase needs them, as an npz input."""
+    from partitioner.memory_plan import (
+        GraphShape,
+        PartitionMemoryError,
+        format_bytes,
+        plan_partition,
+    )
+    from partitioner.spill import SPILL_MIN_BYTES, heap_bytes, spill_input
+
+    held = heap_bytes(graph)
+    if held < 64 * SPILL_MIN_BYTES or regime == "fast":
+        return graph
+    try:
+        lean = plan_partition(GraphShape.of(graph), num_parts=num_parts, method=method,
+                              out_edges=out_edges, memory_limit=memory_limit,
+                              regime=regime).lean
+    except PartitionMemoryError:
+        lean = True  # mapped, the input may fit: the run's own plan says
+    if not lean:
+        return graph
+    free = shutil.disk_usage(scratch.parent).free
+    if held > free // 2:  # the output needs the disk too
+        progress.note(f"input: {format_bytes(held)} held in memory stays there ({scratch.parent} "
+                      f"has {format_bytes(free)} free)")
+        return graph
+    t0 = time.perf_counter()
+    spilled = spill_input(graph, scratch)
+    progress.note(f"input: {format_bytes(held)} held in memory moved to memory-mapped files "
+                  f"in {time.perf_counter() - t0:.1f}s ({scratch}, removed at the end)")
+    return spilled
 
 
 def _print_estimate(display, graph, *, num_parts: int, method: str, out_edges: bool,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from partitioner.format import read_config
@@ -56,3 +57,46 @@ def test_cli_memory_limit_too_small_or_malformed_is_a_clear_error(tmp_path):
     assert lean.returncode == 0, lean.stderr
     assert "memory plan: lean (--regime lean)" in lean.stderr
     assert read_config(out / "g.json").num_parts == 2
+
+
+def _text_graph(tmp_path):
+    g = community_graph(n=3000)
+    ((src, dst),) = g.edges.values()
+    np.savetxt(tmp_path / "g.txt", np.stack([src, dst], 1), fmt="%d")
+    np.save(tmp_path / "feat.npy", g.ndata["_N"]["feat"])
+    return ["--input", str(tmp_path / "g.txt"), "--node-data", f"feat={tmp_path / 'feat.npy'}",
+            "--num-parts", "2"]
+
+
+def test_a_text_input_is_moved_to_files_in_the_lean_regime(tmp_path, monkeypatch, capsys):
+    from dglctl.cli import main
+    from partitioner import spill
+
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1024)  # this graph's arrays: tens of KB
+    args = _text_graph(tmp_path)
+    assert main(["partition", *args, "--out", str(tmp_path / "fast"), "--regime", "fast"]) == 0
+    assert "moved to memory-mapped files" not in capsys.readouterr().err
+    assert main(["partition", *args, "--out", str(tmp_path / "lean"), "--regime", "lean"]) == 0
+    err = capsys.readouterr().err
+    assert "held in memory moved to memory-mapped files" in err, err
+    fast, lean = (read_config(tmp_path / r / "g.json") for r in ("fast", "lean"))
+    assert {k: v["xxh3_128"] for k, v in fast.files.items()} == \
+        {k: v["xxh3_128"] for k, v in lean.files.items()}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch left
+
+
+def test_the_moved_input_is_removed_when_the_run_fails(tmp_path, monkeypatch, capsys):
+    import partitioner.pipeline as pipeline
+    from dglctl.cli import main
+    from partitioner import spill
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("symmetrize failed")
+
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1024)
+    monkeypatch.setattr(pipeline, "symmetric_csr", boom)
+    code = main(["partition", *_text_graph(tmp_path), "--out", str(tmp_path / "p"),
+                 "--regime", "lean"])
+    assert code != 0
+    assert "moved to memory-mapped files" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feat.npy", "g.txt"]
