@@ -1,15 +1,17 @@
 """Partition scaling: the peak memory of the whole `dglctl partition`, per phase and per
 directed edge, at several graph sizes, against what holding the input takes.
 
-Groundwork for papers100M-scale partitioning (3.2G directed edges): the whole run peaks at
-about 167 bytes per directed edge today, the goal is <= 80 and flat or falling as the graph
-grows. A single size hides where the bytes go and whether they grow faster than the edges, so
-for each size E (directed edges; 10M, 50M by default) this
+For papers100M-scale partitioning (1.6G directed edges, 3.2G symmetric entries): the goal is
+<= 80 bytes per directed edge at the largest size, flat or falling as the graph grows (about 167
+before the work on it; docs/benchmarks.md has the figures since). A single size hides where the
+bytes go and whether they grow faster than the edges, so for each size E (directed edges; 10M,
+50M by default), and each --methods x --regimes (the fast regime first: the baseline), this
   1. generates a community graph of E/20 nodes, average degree 20, D-wide float32 features
      with `dglctl generate` (a child process; kept in the cache folder and reused when a
      graph of the same parameters is there),
-  2. runs the whole `dglctl partition --input X.npz --num-parts P --out DIR` (defaults
-     otherwise) as a child process and reads its /proc/PID/status every 10 ms (VmRSS,
+  2. asks `dglctl partition --estimate --json` for the plan's estimate of each phase, then
+     runs the whole `dglctl partition --input X.npz --num-parts P --out DIR --regime R
+     --method M` (defaults otherwise) as a child process and reads its /proc/PID/status every 10 ms (VmRSS,
      VmHWM). Each reading goes to the phase the child is in, known from its progress lines
      on stderr, read as they come: "[2/5] symmetrize: ... ..." starts a phase and
      "      symmetrize done in 1.49s" ends it (the CLI's own format off a terminal; there is no
@@ -21,9 +23,11 @@ for each size E (directed edges; 10M, 50M by default) this
      (edge arrays, features and the other node data, uncompressed), and the peak RSS of a
      fresh child that only reads the graph (`partitioner.readers.read_graph`; uncompressed npz
      members are memory-mapped, so that is what reading touches),
-and prints per phase its seconds, peak RSS, peak bytes per directed edge and the ratio to the
-read-only child's peak; for the whole run VmHWM per directed edge against both baselines;
-then one row per size, to see how the bytes per edge move with size.
+and prints per phase its seconds, peak RSS, peak bytes per directed edge, the ratio to the
+read-only child's peak and the plan's estimate; for the whole run VmHWM per directed edge
+against both baselines; then one row per size, method and regime, with peak / estimate and the
+lean regime's peak and time against the fast one's, to see how the bytes per edge move with
+size.
 
 A phase's peak is the largest VmRSS read in it, or the VmHWM where the high-water mark rose
 since the reading before (so a spike between two readings still counts, for the phase of the
@@ -32,7 +36,8 @@ reading after it). A progress line reaches this process a little after the child
 before, so the first moment of a phase can be counted to the one before.
 
     python -m bench.partition_scaling [--edges 10M,50M] [--feat-dim 128] [--parts 4]
-                                      [--json] [--out DIR] [--smoke]
+                                      [--regimes fast,lean] [--methods metis,kaminpar]
+                                      [--plot PNG] [--json] [--out DIR] [--smoke]
 
 --smoke: one size of 60k edges, 16-wide features, in a temporary folder unless --out is
 given: checks that the benchmark runs (tests/bench/test_partition_scaling_smoke.py); its
