@@ -200,8 +200,8 @@ def phase_estimates(shape: GraphShape, *, lean: bool, method: str = "metis",
             anon += _KAMINPAR_KEPT_PER_EDGE * m
         if not out_edges:
             anon -= _OUT_EDGES_PER_EDGE["lean" if lean else "fast"].get(phase, 0.0) * m
-        if phase == "symmetrize" and 2 * m > _INT32_IDS:
-            anon += 16.0 * m  # past 2**31 entries the final pass sorts 64-bit positions
+        if phase == "symmetrize" and m > _INT32_IDS:
+            anon += 16.0 * m  # a thread's slice past 2**31 entries sorts 64-bit positions
         if max(m, n) > _INT32_IDS:
             anon *= 2.0  # 64-bit edge or node ids: every id array doubles
         resident = shape.heap_input_bytes

@@ -132,16 +132,12 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int,
     ])
     del key_ptr
     nnz = 2 * sum(p.lo.size for p in pairs)
-    # Past 2**31 entries the row pointers are 64-bit (node ids stay 32-bit): the final pass
-    # sorts with 64-bit positions, and the backend says whether it takes them (METIS: no).
+    # Past 2**31 entries the row pointers are 64-bit (node ids stay 32-bit), and the backend
+    # says whether it takes them (METIS: no).
     wide = nnz > INT32_MAX
 
     # Final pass, split by row at row_split. Row r gets the pairs with hi == r (their lo
     # ascending: first slice, then second), then those with lo == r (a run of one slice).
-    # Rows and columns are gathered into lo and key, free again, where they fit.
-    if nnz > m or (wide and idx == np.int32):
-        final = np.int64 if wide else idx
-        lo, key, scratch = np.empty(nnz, final), np.empty(nnz, final), np.empty(nnz, np.int8)
     groups = []  # per thread: (rows, cols, mask, count) groups, in the order rows get them
     for first in (True, False)[:halves]:
         reversed_pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, int]] = []
@@ -159,6 +155,12 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int,
     del pairs
     counts = [sum(count for *_, count in group) for group in groups]
     starts = [0, counts[0], nnz]
+    # Rows and columns are gathered into lo and key, free again, where they fit. Each thread
+    # sorts its own slice, whose positions fit 32 bits while the slice does: only a slice of
+    # more than 2**31 - 1 entries needs 64-bit buffers (papers100M's 3.2G entries do not).
+    final = idx if max(counts) <= INT32_MAX else np.int64
+    if nnz > m or final != idx:
+        lo, key, scratch = np.empty(nnz, final), np.empty(nnz, final), np.empty(nnz, np.int8)
     indices = np.empty(nnz, np.int32)
     ptrs = run_all([
         functools.partial(_rows_to_csr, group, n, lo[a:b], key[a:b], scratch[a:b], indices[a:b])
