@@ -57,3 +57,31 @@ def test_kaminpar_takes_64_bit_offsets_and_gives_the_same_parts(monkeypatch):
     wide = kaminpar.assign(indptr.astype(np.int64), indices, 3, seed=5, threads=1)
     np.testing.assert_array_equal(wide, narrow)
     assert set(np.unique(wide)) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("threads, final", [("threaded", np.int32), ("serial", np.int64)])
+def test_only_a_slice_past_the_limit_sorts_64_bit_positions(monkeypatch, threads, final):
+    # One direction per edge: 2 entries each, so the limit can sit between the input's edge
+    # count (32-bit passes 1 and 2) and the entry count (64-bit row pointers).
+    (_serial if threads == "serial" else _threaded)(monkeypatch)
+    rng = np.random.default_rng(7)
+    n = 500
+    src, dst = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    keep = src < dst
+    pairs = np.unique(src[keep] * n + dst[keep])
+    src, dst = pairs // n, pairs % n
+    monkeypatch.setattr(symmetric, "INT32_MAX", 2 * len(src) - 1)
+    seen = []
+    original = symmetric._rows_to_csr
+
+    def spy(entries, n_, rows, *rest):
+        seen.append(rows.dtype)
+        return original(entries, n_, rows, *rest)
+
+    monkeypatch.setattr(symmetric, "_rows_to_csr", spy)
+    indptr, indices = symmetric_csr(src, dst, n)
+    assert indptr.dtype == np.int64 and indices.dtype == np.int32
+    assert set(seen) == {np.dtype(final)}, seen
+    ref_ptr, ref_idx = _reference_csr(src, dst, n)
+    np.testing.assert_array_equal(indptr, ref_ptr)
+    np.testing.assert_array_equal(indices, ref_idx)
