@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dglctl.cli import main
+from dglctl.display import human_bytes
 from dglctl.jobs.manifest import list_jobs
 from dglctl.jobs.plan import host_files
 from partitioner import partition_graph
@@ -124,10 +125,12 @@ def test_copy_over_ssh_onto_a_full_disk(sshd, big_parts, home, tmpfs, capsys):  
 @pytest.mark.multiprocess
 def test_preflight_refuses_what_cannot_fit_and_says_how_much(big_parts, home, local_cluster,
                                                              tmpfs, capsys):
-    ws = tmpfs(1 << 20)  # 1 MiB, for shards of about 2.8 MB per host
+    ws = tmpfs(1 << 20)  # 1 MiB, for shards of about 2.5 MB per host
     code, out = _launch(_local_cluster(local_cluster, ws), big_parts[2], capsys)
     assert code != 0
-    for host in ("m0", "m1"):
-        assert f"host {host}: " in out and "the shards still to copy need 2.8 MB" in out, out
+    cfg = read_config(big_parts[2])
+    for host, part in (("m0", 0), ("m1", 1)):
+        need = human_bytes(sum(cfg.files[r]["size"] for r in host_files(cfg, part)))
+        assert f"host {host}: " in out and f"the shards still to copy need {need}" in out, out
     assert "nothing was started" in out
     assert not any(ws.rglob("*.npy"))
