@@ -327,12 +327,13 @@ class ShardWriter:
         self.files[relpath] = {"size": path.stat().st_size, CHECKSUM_ALGO: digest.hexdigest()}
 
 
-def _size(nbytes: int) -> str:
-    """``nbytes`` for people: bytes below 1 KiB, else KiB, MiB or GiB with one decimal."""
+def format_bytes(nbytes: int) -> str:
+    """``nbytes`` for people: bytes below 1 KiB, else KiB, MiB, GiB or TiB with one decimal."""
+    nbytes = int(nbytes)
     if nbytes < 1024:
         return f"{nbytes} bytes"
-    exp = min(3, (nbytes.bit_length() - 1) // 10)
-    return f"{nbytes / 1024**exp:.1f} {('KiB', 'MiB', 'GiB')[exp - 1]}"
+    exp = min(4, (nbytes.bit_length() - 1) // 10)
+    return f"{nbytes / 1024**exp:.1f} {('KiB', 'MiB', 'GiB', 'TiB')[exp - 1]}"
 
 
 def out_of_space_error(
@@ -349,10 +350,10 @@ def out_of_space_error(
         return None
     message = f"{output}: {what} (errno {errno.errorcode[exc.errno or 0]}) writing {file or 'it'}"
     if needed:
-        message += f"; the output needs at least {_size(needed)}"
+        message += f"; the output needs at least {format_bytes(needed)}"
     return OutputWriteError(
         message + "; the partial output was removed",
-        hint=f"free {'at least ' + _size(needed) if needed else 'space'} on the file system of "
+        hint=f"free {'at least ' + format_bytes(needed) if needed else 'space'} on the file system of "
              f"{output.parent} (see `df -h {output.parent}`), or write to another folder",
         path=str(output),
         needed=needed,

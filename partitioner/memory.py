@@ -6,9 +6,8 @@ the phases (:func:`retained_heap`, :func:`prefault`), since on the small VMs thi
 fresh page costs more than the work done on it. Lean: the heap is kept within a phase only, its
 free memory goes back to the kernel at each phase's end (:func:`release_free_memory`; 8 % less
 time at 50M edges than without a kept heap, the same peak), and the input's mapped pages are
-dropped from
-the resident set once read (:func:`drop_mapped_pages`): they stay in the page cache, which the
-kernel reclaims under pressure, so the process holds only what it works on.
+dropped from the resident set once read (:func:`drop_mapped_pages`): they stay in the page
+cache, which the kernel reclaims under pressure, so the process holds only what it works on.
 """
 
 from __future__ import annotations

@@ -23,9 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .errors import PartitionMemoryError, PartitionOptionError
+from .format import format_bytes
 from .graph import Graph
 from .memory import available_memory, mapping_of
 
@@ -104,7 +103,7 @@ class GraphShape:
             edge_bytes=sum(a.nbytes for a in edge_arrays),
             node_feature_bytes=sum(a.nbytes for a in node_feats),
             edge_feature_bytes=sum(a.nbytes for a in edge_feats),
-            mapped_bytes=sum(a.nbytes for a in every if mapping_of(np.asarray(a)) is not None),
+            mapped_bytes=sum(a.nbytes for a in every if mapping_of(a) is not None),
         )
 
     @property
@@ -123,21 +122,17 @@ class PartitionPlan:
     """The regime of a run and its estimates.
 
     Attributes:
-        lean: hand memory back after each phase, drop mapped input pages once read, no prefault.
-        presort_beside_symmetrize, out_presort_beside_assign, prefault: the fast regime's
-            overlaps (each costs memory while it runs).
+        lean: hand memory back after each phase, drop mapped input pages once read, no prefault,
+            no overlaps (the fast regime's, each costing memory while it runs).
         memory_limit: the bound planned for, in bytes.
         phases: estimated peak bytes of each phase in the chosen regime.
-        fast, lean_estimate: estimated whole-run peak of each regime.
+        fast_estimate, lean_estimate: estimated whole-run peak of each regime.
         disk_bytes: estimated size of the output folder.
         seconds: estimated wall time on the measured 2-core machine.
         reason: why this regime, in words.
     """
 
     lean: bool
-    presort_beside_symmetrize: bool
-    out_presort_beside_assign: bool
-    prefault: bool
     memory_limit: int
     phases: dict[str, int]
     fast_estimate: int
@@ -146,6 +141,21 @@ class PartitionPlan:
     seconds: float
     reason: str
     shape: GraphShape = field(repr=False)
+
+    @property
+    def presort_beside_symmetrize(self) -> bool:
+        """Fast: the presort runs on a worker beside the symmetrize."""
+        return not self.lean
+
+    @property
+    def out_presort_beside_assign(self) -> bool:
+        """Fast: the out-edges' presort runs beside METIS (lean: beside relabel)."""
+        return not self.lean
+
+    @property
+    def prefault(self) -> bool:
+        """Fast: an idle core faults in the memory METIS and later phases will take."""
+        return not self.lean
 
     @property
     def peak(self) -> int:
@@ -237,11 +247,11 @@ def estimate_seconds(edges: int, *, lean: bool, method: str = "metis") -> float:
     return _SECONDS_PER_EDGE * edges * scale * factor
 
 
-def plan_partition(shape: GraphShape, *, num_parts: int, method: str = "metis",
-                   out_edges: bool = True, halo_hops: int = 1,
+def plan_partition(shape: GraphShape, *, method: str = "metis", out_edges: bool = True,
                    memory_limit: int | None = None, regime: str = "auto") -> PartitionPlan:
     """Choose the regime of a run on ``shape`` under ``memory_limit`` (bytes; None: what the
-    machine has available now) and estimate its peak memory, disk and time.
+    machine has available now) and estimate its peak memory, disk and time. The part count
+    and the halo move the figures by little and are not modelled.
 
     ``regime`` ``"fast"`` or ``"lean"`` takes that regime whatever the estimates say (the
     benchmark compares them; a user may want lean on a shared machine); ``"auto"`` chooses.
@@ -254,7 +264,6 @@ def plan_partition(shape: GraphShape, *, num_parts: int, method: str = "metis",
     if regime not in REGIMES:
         raise PartitionOptionError(f"unknown regime {regime!r}; choose one of "
                                    f"{', '.join(REGIMES)}")
-    del halo_hops, num_parts  # halo and part count move the figures by little: not modelled
     method = likely_method(method, shape)
     fast = phase_estimates(shape, lean=False, method=method, out_edges=out_edges)
     lean = phase_estimates(shape, lean=True, method=method, out_edges=out_edges)
@@ -283,8 +292,7 @@ def plan_partition(shape: GraphShape, *, num_parts: int, method: str = "metis",
                + shape.node_feature_bytes + shape.edge_feature_bytes)
     seconds = estimate_seconds(shape.edges, lean=chosen, method=method)
     return PartitionPlan(
-        lean=chosen, presort_beside_symmetrize=not chosen, out_presort_beside_assign=not chosen,
-        prefault=not chosen, memory_limit=limit, phases=phases, fast_estimate=fast_peak,
+        lean=chosen, memory_limit=limit, phases=phases, fast_estimate=fast_peak,
         lean_estimate=lean_peak, disk_bytes=disk, seconds=seconds, reason=reason, shape=shape,
     )
 
@@ -302,11 +310,3 @@ def parse_size(text: str) -> int:
     if match is None:
         raise ValueError(f"{text!r} is not a size (examples: 20G, 512M, 1.5T)")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-
-
-def format_bytes(nbytes: float) -> str:
-    """``nbytes`` as GiB, MiB or KiB with one decimal (bytes below 1 KiB)."""
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{int(nbytes)} bytes"

@@ -21,13 +21,14 @@ from .format import (
     PartConfig,
     ShardWriter,
     atomic_output_dir,
+    format_bytes,
     safe_name,
     write_config,
 )
 from .graph import Graph, etype_key
 from .inputs import as_graph
 from .memory import drop_mapped_pages, prefault, release_free_memory, retained_heap
-from .memory_plan import GraphShape, PartitionPlan, format_bytes, plan_partition
+from .memory_plan import GraphShape, PartitionPlan, plan_partition
 from .methods import INT32_MAX, METHODS, assign_parts, choose_method
 from .parallel import submit, submit_after
 from .paths import name_problem
@@ -257,9 +258,8 @@ def _partition(
     n = graph.total_nodes
     num_pieces = num_parts * trainers_per_machine
 
-    plan = plan_partition(GraphShape.of(graph), num_parts=num_parts, method=method,
-                          out_edges=out_edges, halo_hops=halo_hops, memory_limit=memory_limit,
-                          regime=regime)
+    plan = plan_partition(GraphShape.of(graph), method=method, out_edges=out_edges,
+                          memory_limit=memory_limit, regime=regime)
     phases.reporter.note(plan.summary())
     phases.plan = plan
     _check_disk(out, plan)

@@ -257,8 +257,7 @@ class OutPresorted:
 
 def _out_index_dtype(graph: Graph) -> type[np.int32] | type[np.int64]:
     """int32 when every node id, edge count and edge id fits (as the presort does), else int64."""
-    fits = graph.total_nodes < 2**31 - 1 and graph.total_edges < 2**31 - 1
-    return np.int32 if fits else np.int64
+    return _id_dtype(max(graph.total_nodes, graph.total_edges))
 
 
 def presort_out_edges(graph: Graph, presorted: list[PresortedEdges]) -> list[OutPresorted]:

@@ -193,8 +193,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
 
         progress.phase_end("read", read_seconds, edge_rate(graph.total_edges, read_seconds))
         if estimate:
-            _print_estimate(display, graph, num_parts=num_parts, method=method,
-                            out_edges=out_edges, memory_limit=limit, regime=regime)
+            _print_estimate(display, graph, method=method, out_edges=out_edges,
+                            memory_limit=limit, regime=regime)
             return
         name = graph_name or _default_graph_name(input_path)
         # The input held in memory goes to files beside the output when memory is short; the
@@ -202,9 +202,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
         # the next run into the same folder (format.remove_stale_temps).
         scratch = out.absolute().parent / f".{out.name}.tmp-{os.getpid()}-input"
         try:
-            graph = _spill_if_short(graph, scratch, progress, num_parts=num_parts,
-                                    method=method, out_edges=out_edges, memory_limit=limit,
-                                    regime=regime)
+            graph = _spill_if_short(graph, scratch, progress, method=method,
+                                    out_edges=out_edges, memory_limit=limit, regime=regime)
             config = partition_graph(
                 graph, name, num_parts, out, method=method, halo_hops=halo_hops,
                 balance_train=balance_train, balance_ntypes=balance_ntypes,
@@ -238,26 +237,21 @@ def _memory_limit(text: str | None) -> int | None:
     return limit
 
 
-def _spill_if_short(graph, scratch: Path, progress, *, num_parts: int, method: str,
-                    out_edges: bool, memory_limit: int | None, regime: str):
+def _spill_if_short(graph, scratch: Path, progress, *, method: str, out_edges: bool,
+                    memory_limit: int | None, regime: str):
     """``graph``, or its copy with the arrays a reader holds in memory moved to memory-mapped
     files in ``scratch`` (partitioner.spill) when the run will not take the fast regime: the
     lean one then reads them only while a phase needs them, as an npz input."""
-    from partitioner.memory_plan import (
-        GraphShape,
-        PartitionMemoryError,
-        format_bytes,
-        plan_partition,
-    )
+    from partitioner.format import format_bytes
+    from partitioner.memory_plan import GraphShape, PartitionMemoryError, plan_partition
     from partitioner.spill import SPILL_MIN_BYTES, heap_bytes, spill_input
 
     held = heap_bytes(graph)
     if held < 64 * SPILL_MIN_BYTES or regime == "fast":
         return graph
     try:
-        lean = plan_partition(GraphShape.of(graph), num_parts=num_parts, method=method,
-                              out_edges=out_edges, memory_limit=memory_limit,
-                              regime=regime).lean
+        lean = plan_partition(GraphShape.of(graph), method=method, out_edges=out_edges,
+                              memory_limit=memory_limit, regime=regime).lean
     except PartitionMemoryError:
         lean = True  # mapped, the input may fit: the run's own plan says
     if not lean:
@@ -274,14 +268,14 @@ def _spill_if_short(graph, scratch: Path, progress, *, num_parts: int, method: s
     return spilled
 
 
-def _print_estimate(display, graph, *, num_parts: int, method: str, out_edges: bool,
+def _print_estimate(display, graph, *, method: str, out_edges: bool,
                     memory_limit: int | None, regime: str) -> None:
     """``partition --estimate``: both regimes' estimates per phase, and the one a run takes."""
+    from partitioner.format import format_bytes
     from partitioner.memory_plan import (
         PHASES,
         GraphShape,
         PartitionMemoryError,
-        format_bytes,
         phase_estimates,
         plan_partition,
     )
@@ -290,7 +284,7 @@ def _print_estimate(display, graph, *, num_parts: int, method: str, out_edges: b
     regimes = {lean: phase_estimates(shape, lean=lean, method=method, out_edges=out_edges)
                for lean in (False, True)}
     try:
-        plan = plan_partition(shape, num_parts=num_parts, method=method, out_edges=out_edges,
+        plan = plan_partition(shape, method=method, out_edges=out_edges,
                               memory_limit=memory_limit, regime=regime)
         error = None
     except PartitionMemoryError as exc:

@@ -31,8 +31,8 @@ def assign_parts(
     ``lean`` asks the backend for its memory-efficient mode where it has one (KaMinPar's
     compressed graph; METIS and random have none).
 
-    ``vweights`` is ``(num_nodes, ncon)``: METIS balances every column, KaMinPar only column 0,
-    random none (it balances node counts). ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only;
+    ``vweights`` is ``(num_nodes, ncon)``: METIS balances every column, KaMinPar one weight
+    folded from them (``kaminpar.combined_weight``), random none (it balances node counts). ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only;
     the others always minimise the edge cut (KaMinPar) or nothing (random). Backends are
     imported here, on use, so a missing libmetis only matters when METIS is asked for.
 

@@ -39,9 +39,9 @@ def assign(
     """Partition a symmetric CSR graph (no self loops) into ``num_parts`` with KaMinPar.
 
     KaMinPar balances a single node weight: the columns of ``vweights`` are folded into one
-    (:func:`combined_weight`: with nodes and training nodes, ``1 + c * train``), so each is
-    balanced roughly, none exactly; use METIS when several constraints must each hold within
-    ``imbalance``. ``None`` balances node counts.
+    (:func:`combined_weight`: with nodes and training nodes, ``1 + c * train``), and only that
+    sum is held within ``imbalance``; use METIS when several constraints must each hold.
+    ``None`` balances node counts.
 
     Args:
         indptr, indices: the graph, as from :func:`partitioner.symmetric.symmetric_csr`.
@@ -108,8 +108,9 @@ def combined_weight(weights: np.ndarray) -> np.ndarray | None:
 
     Each column is scaled so that its total equals the largest column total, then the
     columns are added: with nodes and training nodes, a node weighs ``1 + c * train`` with
-    ``c = nodes / train nodes``, so a part holds about its share of both. It is a compromise,
-    not several constraints (METIS's): the quality report gives the balance each column got.
+    ``c = nodes / train nodes``. Only this sum is balanced, not each column (METIS's several
+    constraints): one column can end far off (nodes 4:1 on a skewed grid), and the quality
+    report gives the balance each got.
     All-zero columns are left out; None when nothing is left (balance node counts).
     """
     totals = weights.sum(axis=0, dtype=np.int64)

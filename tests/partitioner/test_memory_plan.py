@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from partitioner import PartitionMemoryError, partition_graph
-from partitioner.format import ShardWriter
+from partitioner.format import ShardWriter, format_bytes
 from partitioner.memory import drop_mapped_pages, mapping_of, row_blocks
 from partitioner.memory_plan import (
     GraphShape,
-    format_bytes,
     parse_size,
     phase_estimates,
     plan_partition,
@@ -66,17 +65,17 @@ def test_auto_takes_fast_when_it_fits_lean_between_and_refuses_below(tmp_path):
     fast = max(phase_estimates(shape, lean=False).values())
     lean = max(phase_estimates(shape, lean=True).values())
     assert lean < fast
-    assert not plan_partition(shape, num_parts=2, memory_limit=fast).lean
-    between = plan_partition(shape, num_parts=2, memory_limit=(fast + lean) // 2)
+    assert not plan_partition(shape, memory_limit=fast).lean
+    between = plan_partition(shape, memory_limit=(fast + lean) // 2)
     assert between.lean and "exceeds --memory-limit" in between.reason
     with pytest.raises(PartitionMemoryError) as info:
-        plan_partition(shape, num_parts=2, memory_limit=lean - 1)
+        plan_partition(shape, memory_limit=lean - 1)
     message = str(info.value)
     for phase in ("symmetrize", "assign", "relabel", "write"):
         assert phase in message
     assert format_bytes(lean) in message and "--memory-limit" in message
     # A regime asked for is taken whatever the limit.
-    assert plan_partition(shape, num_parts=2, memory_limit=1, regime="fast").lean is False
+    assert plan_partition(shape, memory_limit=1, regime="fast").lean is False
 
 
 def test_a_graph_over_the_limit_is_refused_before_any_output(tmp_path):
