@@ -173,10 +173,11 @@ def _is_edge_attr(data: Any, key: str, value: Any, n: int, m: int) -> bool:
 
 
 def read_npy(path: str | os.PathLike, what: str = "") -> np.ndarray:
-    """``np.load`` of a .npy file without pickles; a PartitionInputError naming the file (and
-    ``what``, e.g. ``"node feature 'x': "``) when it cannot be read as an array."""
+    """A .npy file memory-mapped read-only (its pages are read when a phase needs them, as an
+    npz member's), without pickles; a PartitionInputError naming the file (and ``what``, e.g.
+    ``"node feature 'x': "``) when it cannot be read as an array."""
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise PartitionInputError(f"{what}not a readable .npy array ({exc})",
                                   path=os.fspath(path)) from exc

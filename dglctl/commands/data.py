@@ -174,34 +174,39 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
         from partitioner.pipeline import partition_graph
         from partitioner.readers import read_graph
         from partitioner.report import format_report
+        from partitioner.spill import SpillFolder
 
         if not estimate:
             check_output_dir(out, overwrite)  # before reading: a big graph takes a while to load
         progress = PhaseProgress(display, total=5 if method != "random" else 4)
-        progress.phase_start("read", str(input_path))
-        t0 = time.perf_counter()
-        graph = read_graph(
-            input_path,
-            fmt=None if fmt == "auto" else fmt,
-            delimiter=delimiter,
-            node_data=_parse_node_data(node_data) or None,
-            num_nodes=num_nodes,
-            split=split,
-        )
-        read_seconds = time.perf_counter() - t0
-        from partitioner.pipeline import edge_rate
-
-        progress.phase_end("read", read_seconds, edge_rate(graph.total_edges, read_seconds))
-        if estimate:
-            _print_estimate(display, graph, method=method, out_edges=out_edges,
-                            memory_limit=limit, regime=regime)
-            return
-        name = graph_name or _default_graph_name(input_path)
-        # The input held in memory goes to files beside the output when memory is short; the
-        # folder is named like the output's temporary one, so a killed run's is removed by
-        # the next run into the same folder (format.remove_stale_temps).
-        scratch = out.absolute().parent / f".{out.name}.tmp-{os.getpid()}-input"
+        # What the readers parse, and what they hold in memory, goes to files beside the output
+        # when memory is short; the folder is named like the output's temporary one, so a
+        # killed run's is removed by the next run into the same folder
+        # (format.remove_stale_temps).
+        scratch = SpillFolder(out.absolute().parent / f".{out.name}.tmp-{os.getpid()}-input")
+        graph = None
         try:
+            progress.phase_start("read", str(input_path))
+            t0 = time.perf_counter()
+            graph = read_graph(
+                input_path,
+                fmt=None if fmt == "auto" else fmt,
+                delimiter=delimiter,
+                node_data=_parse_node_data(node_data) or None,
+                num_nodes=num_nodes,
+                split=split,
+                spill=_parse_into(scratch, input_path, fmt, progress, memory_limit=limit,
+                                  regime=regime),
+            )
+            read_seconds = time.perf_counter() - t0
+            from partitioner.pipeline import edge_rate
+
+            progress.phase_end("read", read_seconds, edge_rate(graph.total_edges, read_seconds))
+            if estimate:
+                _print_estimate(display, graph, method=method, out_edges=out_edges,
+                                memory_limit=limit, regime=regime)
+                return
+            name = graph_name or _default_graph_name(input_path)
             graph = _spill_if_short(graph, scratch, progress, method=method,
                                     out_edges=out_edges, memory_limit=limit, regime=regime)
             config = partition_graph(
@@ -212,8 +217,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                 overwrite=overwrite, reporter=progress, memory_limit=limit, regime=regime,
             )
         finally:
-            del graph  # the spilled arrays' mappings, before their files go
-            shutil.rmtree(scratch, ignore_errors=True)
+            del graph  # the mappings of the spilled arrays, before their files go
+            shutil.rmtree(scratch.path, ignore_errors=True)
     display.result(format_report(config))
     display.result(f"\nwrote {config.file}")
     # The JSON keeps the keys it always had: the config's own, where it was written, the read.
@@ -237,17 +242,62 @@ def _memory_limit(text: str | None) -> int | None:
     return limit
 
 
-def _spill_if_short(graph, scratch: Path, progress, *, method: str, out_edges: bool,
+# The fast regime's peak per byte of parsed input (about 100 bytes per directed edge, which
+# parses into 16): above the memory limit, the run will be lean and the parse goes to disk.
+_FAST_PER_PARSED_BYTE = 6
+
+
+def _parse_into(scratch, input_path, fmt: str, progress, *, memory_limit: int | None,
+                regime: str):
+    """Where the reader puts the arrays it parses: ``scratch`` (memory-mapped files, a chunk
+    at a time in memory) when the run will not be fast, else None (memory)."""
+    from partitioner import spill
+    from partitioner.format import format_bytes
+    from partitioner.memory import available_memory
+    from partitioner.readers import parsed_bytes_estimate
+
+    if regime == "fast":
+        return None
+    parsed = parsed_bytes_estimate(input_path, None if fmt == "auto" else fmt)
+    if parsed < spill.STREAM_MIN_BYTES or (
+        regime == "auto"
+        and _FAST_PER_PARSED_BYTE * parsed < (memory_limit or available_memory())
+    ):
+        return None
+    if not _room_beside(scratch, parsed, progress,
+                        f"parsed into memory, about {format_bytes(parsed)}"):
+        return None
+    progress.note(f"input: parsed a chunk at a time into memory-mapped files in {scratch.path} "
+                  f"(about {format_bytes(parsed)}, removed at the end)")
+    return scratch
+
+
+def _room_beside(scratch, nbytes: int, progress, instead: str) -> bool:
+    """Whether the disk of ``scratch`` has room for ``nbytes`` of input and the output beside
+    it (twice ``nbytes`` free); if not, says so with what happens ``instead``."""
+    from partitioner.format import format_bytes
+
+    folder = scratch.path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the scratch folder's disk before the output's parent exists
+    free = shutil.disk_usage(folder).free
+    if nbytes <= free // 2:
+        return True
+    progress.note(f"input: {instead} ({folder} has {format_bytes(free)} free)")
+    return False
+
+
+def _spill_if_short(graph, scratch, progress, *, method: str, out_edges: bool,
                     memory_limit: int | None, regime: str):
     """``graph``, or its copy with the arrays a reader holds in memory moved to memory-mapped
     files in ``scratch`` (partitioner.spill) when the run will not take the fast regime: the
     lean one then reads them only while a phase needs them, as an npz input."""
+    from partitioner import spill
     from partitioner.format import format_bytes
     from partitioner.memory_plan import GraphShape, PartitionMemoryError, plan_partition
-    from partitioner.spill import SPILL_MIN_BYTES, heap_bytes, spill_input
 
-    held = heap_bytes(graph)
-    if held < 64 * SPILL_MIN_BYTES or regime == "fast":
+    held = spill.heap_bytes(graph)
+    if held < spill.STREAM_MIN_BYTES or regime == "fast":
         return graph
     try:
         lean = plan_partition(GraphShape.of(graph), method=method, out_edges=out_edges,
@@ -256,15 +306,13 @@ def _spill_if_short(graph, scratch: Path, progress, *, method: str, out_edges: b
         lean = True  # mapped, the input may fit: the run's own plan says
     if not lean:
         return graph
-    free = shutil.disk_usage(scratch.parent).free
-    if held > free // 2:  # the output needs the disk too
-        progress.note(f"input: {format_bytes(held)} held in memory stays there ({scratch.parent} "
-                      f"has {format_bytes(free)} free)")
+    if not _room_beside(scratch, held, progress,
+                        f"{format_bytes(held)} held in memory stays there"):
         return graph
     t0 = time.perf_counter()
-    spilled = spill_input(graph, scratch)
+    spilled = spill.spill_input(graph, scratch)
     progress.note(f"input: {format_bytes(held)} held in memory moved to memory-mapped files "
-                  f"in {time.perf_counter() - t0:.1f}s ({scratch}, removed at the end)")
+                  f"in {time.perf_counter() - t0:.1f}s ({scratch.path}, removed at the end)")
     return spilled
 
 

@@ -3,10 +3,12 @@ behind one ``read_graph`` entry point."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
+from ..spill import SpillFolder
 from .chunked import METADATA_NAMES, read_chunked, write_chunked
 from .compressed import COMPRESSED_SUFFIXES, strip_compression_suffix
 from .npz import read_npz, write_npz
@@ -77,6 +79,35 @@ def detect_format(path: str | os.PathLike) -> str:
     )
 
 
+# Parsed arrays per byte of input: int64 pairs take 16 bytes per edge line of about 11 or more
+# characters; a compressed file holds about 4 times its size.
+_PARSED_PER_BYTE = 1.5
+_COMPRESSION_RATIO = 4
+STREAMED_FORMATS = ("text", "chunked", "ogb")
+
+
+def parsed_bytes_estimate(path: str | os.PathLike, fmt: str | None = None) -> int:
+    """About how many bytes of arrays reading ``path`` builds, for the formats whose reader
+    parses (:data:`STREAMED_FORMATS`; 0 for the others, which map their input): what deciding
+    where the parse goes weighs. Every file of a folder input is counted."""
+    path = os.fspath(path)
+    if (fmt or detect_format(path)) not in STREAMED_FORMATS:
+        return 0
+    if os.path.isdir(path):
+        files = [os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+    elif os.path.basename(path).lower() in METADATA_NAMES or path.lower().endswith(".json"):
+        folder = os.path.dirname(os.path.abspath(path))
+        files = [os.path.join(d, f) for d, _, names in os.walk(folder) for f in names]
+    else:
+        files = [path]
+    total = 0
+    for file in files:
+        with contextlib.suppress(OSError):
+            size = os.path.getsize(file)
+            total += size * (_COMPRESSION_RATIO if strip_compression_suffix(file) != file else 1)
+    return int(total * _PARSED_PER_BYTE)
+
+
 def read_graph(
     path: str | os.PathLike,
     *,
@@ -85,6 +116,7 @@ def read_graph(
     node_data: dict[str, str] | None = None,
     num_nodes: int | None = None,
     split: str | None = None,
+    spill: SpillFolder | None = None,
 ) -> Graph:
     """Read a graph in any supported format and validate it.
 
@@ -93,6 +125,9 @@ def read_graph(
     (name -> ``.npy`` file) to text, parquet and scipy, ``num_nodes`` to text and parquet,
     ``split`` (the folder under ``split/``) to OGB; giving one for another format raises
     PartitionOptionError. Input problems raise PartitionInputError naming the file.
+    ``spill`` (a folder the caller removes afterwards) lets the text, chunked and OGB readers
+    put the edges and features they parse in memory-mapped files once they grow large, so
+    that the read holds a chunk at a time instead of the whole input.
     """
     path = os.fspath(path)
     if fmt is not None and fmt not in FORMATS:
@@ -124,12 +159,13 @@ def read_graph(
     elif fmt == "scipy":
         graph = read_scipy_npz(path, node_data=node_data)
     elif fmt == "chunked":
-        graph = read_chunked(path)
+        graph = read_chunked(path, spill=spill)
     elif fmt == "ogb":
-        graph = read_ogb(path, split=split)
+        graph = read_ogb(path, split=split, spill=spill)
     elif fmt == "parquet":
         graph = read_parquet_edges(path, num_nodes=num_nodes, node_data=node_data)
     else:
-        graph = read_edge_list(path, delimiter=delimiter, num_nodes=num_nodes, node_data=node_data)
+        graph = read_edge_list(path, delimiter=delimiter, num_nodes=num_nodes, node_data=node_data,
+                               spill=spill)
     graph.validate(path)
     return graph

@@ -9,8 +9,9 @@ import numpy as np
 
 from ..errors import PartitionInputError
 from ..inputs import read_npy
+from ..spill import Column
 from . import parquet
-from .text import check_id_range, parse_edge_columns
+from .text import check_id_range, detect_layout, edge_chunks
 
 EDGE_FORMATS = ("csv", "parquet")
 FEATURE_FORMATS = ("numpy", "parquet")
@@ -25,29 +26,38 @@ def read_edge_chunk(
     limits: tuple[int, int],
     node_types: tuple[str, str],
     meta_path: str,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(src, dst)`` of one edge chunk of type ``key``, checked to hold ``size`` edges with
-    ids below ``limits``; errors name the chunk file (and its line or row)."""
+    into: tuple[Column, Column],
+) -> None:
+    """Append the ``(src, dst)`` of one edge chunk of type ``key`` to the columns ``into``,
+    checked to hold ``size`` edges with ids below ``limits``; errors name the chunk file (and
+    its line or row). A text chunk is read a part at a time (``text.edge_chunks``)."""
     if fmt.get("name") == "parquet":
         src, dst, columns = parquet.read_edge_chunk(file)
         _check_size(file, key, len(src), size)
         parquet.check_id_limits(file, columns, src, dst, limits, node_types)
-        return src, dst
+        into[0].append(src)
+        into[1].append(dst)
+        return
     delimiter = fmt.get("delimiter", " ")
     if not isinstance(delimiter, str):
         raise PartitionInputError(f"edges[{key!r}] delimiter must be a string", path=meta_path)
-    src, dst, _, layout = parse_edge_columns(
-        file, delimiter=delimiter, allow_header=False, read_weight=False
-    )
-    _check_size(file, key, len(src), size)
-    check_id_range(file, layout, "#", src, dst, limits, node_types)
-    return src, dst
+    layout = detect_layout(file, delimiter=delimiter, allow_header=False)
+    rows = 0
+    for src, dst in edge_chunks(file, layout, "#", read_weight=False):
+        check_id_range(file, layout, "#", src, dst, limits, node_types, first_row=rows)
+        rows += len(src)
+        if rows > size:
+            break  # the count is wrong: said below without parsing the rest
+        into[0].append(src)
+        into[1].append(dst)
+    _check_size(file, key, rows, size)
 
 
 def _check_size(file: str, key: str, got: int, size: int) -> None:
     if got != size:
         raise PartitionInputError(
-            f"edge chunk of {key!r} has {got} edges but 'num_edges_per_chunk' says {size}",
+            f"edge chunk of {key!r} has {'more than ' + str(size) if got > size else got} edges "
+            f"but 'num_edges_per_chunk' says {size}",
             path=file,
         )
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
 from ..format import ShardWriter, out_of_space_error, remove_stale_temps
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
+from ..spill import Column, SpillFolder
 from .chunk_files import EDGE_FORMATS, FEATURE_FORMATS, read_edge_chunk, read_feature_chunk
 from .text_writer import write_edge_lines
 
@@ -155,8 +156,10 @@ def _read_features(
     known: dict[str, list[int]],
     base: str,
     meta_path: str,
+    spill: SpillFolder | None,
 ) -> dict[str, dict[str, np.ndarray]]:
-    """Read node_data / edge_data: type -> feature -> concatenated ``.npy`` chunks."""
+    """Read node_data / edge_data: type -> feature -> concatenated ``.npy`` chunks (one chunk:
+    that chunk's mapping; several: a :class:`Column`, in ``spill`` once large)."""
     if section is None:
         return {}
     if not isinstance(section, dict):
@@ -179,32 +182,46 @@ def _read_features(
         for feat, spec in feats.items():
             where = f"{section_name}[{type_name!r}][{feat!r}]"
             files, fmt = _data_files(spec, where, FEATURE_FORMATS, len(sizes), base, meta_path)
-            chunks = []
-            for file, size in zip(files, sizes, strict=True):
-                arr = read_feature_chunk(file, fmt)
-                if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
-                    rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
-                    raise PartitionInputError(
-                        f"feature {type_name}/{feat} chunk has {rows} rows but the metadata "
-                        f"says the chunk has {size}",
-                        path=file,
-                    )
-                chunks.append(arr)
-            if len({(c.dtype, c.shape[1:]) for c in chunks}) > 1:
-                raise PartitionInputError(
-                    f"the chunks of {where} disagree on dtype or row shape", path=meta_path
-                )
-            result[type_name][feat] = np.concatenate(chunks) if len(chunks) != 1 else chunks[0]
+            column: Column | None = None
+            try:
+                for file, size in zip(files, sizes, strict=True):
+                    arr = read_feature_chunk(file, fmt)
+                    if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
+                        rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
+                        raise PartitionInputError(
+                            f"feature {type_name}/{feat} chunk has {rows} rows but the metadata "
+                            f"says the chunk has {size}",
+                            path=file,
+                        )
+                    if column is None:
+                        column = Column(arr.dtype, arr.shape[1:], spill)
+                    elif (arr.dtype, arr.shape[1:]) != (column.dtype, column.row_shape):
+                        raise PartitionInputError(
+                            f"the chunks of {where} disagree on dtype or row shape",
+                            path=meta_path,
+                        )
+                    column.append(arr)
+                    del arr
+            except BaseException:
+                if column is not None:
+                    column.discard()
+                raise
+            assert column is not None  # _data_files: one file per chunk, and there is one
+            result[type_name][feat] = column.finish()
     return result
 
 
-def read_chunked(folder_or_metadata_json: str | os.PathLike) -> Graph:
+def read_chunked(
+    folder_or_metadata_json: str | os.PathLike, *, spill: SpillFolder | None = None
+) -> Graph:
     """Read a graph in DGL's chunked format from its folder or its ``metadata.json``.
 
     Edge chunks are ``src dst`` text lines (``"format": {"name": "csv"}``, gzip or zstd
     compressed or not) or Parquet files (``"parquet"``: columns src/dst, else the first two) in
     per-type node ids; features are one ``.npy`` (``"numpy"``) or Parquet file per chunk in id
-    order. Paths in the metadata are relative to its folder. Raises
+    order. Paths in the metadata are relative to its folder. Text chunks are parsed a part at
+    a time; with ``spill`` each edge column and feature of several chunks goes to a
+    memory-mapped file there once it grows large. Raises
     PartitionInputError naming the metadata or chunk file (and line, for edge lines).
     """
     meta_path = _find_metadata(os.fspath(folder_or_metadata_json))
@@ -252,23 +269,26 @@ def read_chunked(folder_or_metadata_json: str | os.PathLike) -> Graph:
         spec = _entry(edges_section, key, "edges", meta_path)
         files, fmt = _data_files(spec, f"edges[{key!r}]", EDGE_FORMATS, len(sizes), base,
                                  meta_path)
-        srcs, dsts = [], []
-        for file, size in zip(files, sizes, strict=True):
-            src, dst = read_edge_chunk(
-                file, fmt, key=key, size=size, limits=(num_nodes[etype[0]], num_nodes[etype[2]]),
-                node_types=(etype[0], etype[2]), meta_path=meta_path,
-            )
-            srcs.append(src)
-            dsts.append(dst)
-        edges[etype] = (
-            np.concatenate(srcs) if srcs else np.zeros(0, np.int64),
-            np.concatenate(dsts) if dsts else np.zeros(0, np.int64),
-        )
+        ends = (Column(np.int64, folder=spill), Column(np.int64, folder=spill))
+        try:
+            for file, size in zip(files, sizes, strict=True):
+                read_edge_chunk(
+                    file, fmt, key=key, size=size,
+                    limits=(num_nodes[etype[0]], num_nodes[etype[2]]),
+                    node_types=(etype[0], etype[2]), meta_path=meta_path, into=ends,
+                )
+        except BaseException:
+            for column in ends:
+                column.discard()
+            raise
+        edges[etype] = (ends[0].finish(), ends[1].finish())
 
     node_known = dict(zip(ntypes, node_chunks, strict=True))
     edge_known = dict(zip(etype_names, edge_chunks, strict=True))
-    ndata = _read_features(meta.get("node_data"), "node_data", node_known, base, meta_path)
-    edata_by_key = _read_features(meta.get("edge_data"), "edge_data", edge_known, base, meta_path)
+    ndata = _read_features(meta.get("node_data"), "node_data", node_known, base, meta_path,
+                           spill)
+    edata_by_key = _read_features(meta.get("edge_data"), "edge_data", edge_known, base,
+                                  meta_path, spill)
     graph = Graph(
         num_nodes=num_nodes,
         edges=edges,

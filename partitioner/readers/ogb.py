@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from ..inputs import id_space_too_sparse, sparse_ids_error
+from ..spill import SpillFolder
 from .compressed import open_text
 from .text import check_id_range, parse_edge_columns
 
@@ -152,12 +153,15 @@ def _node_files(raw: str) -> dict[str, str]:
     return {name: file for name, file in files.items() if file is not None}
 
 
-def read_ogb(path: str | os.PathLike, *, split: str | None = None) -> Graph:
+def read_ogb(
+    path: str | os.PathLike, *, split: str | None = None, spill: SpillFolder | None = None
+) -> Graph:
     """Read an OGB node property prediction dataset folder (or its ``raw/`` folder).
 
     Edges are read as stored, one directed edge per line (OGB's loaders add the reverse edges
     of some datasets, e.g. ogbn-products, themselves). ``split`` names the folder under
-    ``split/`` when there are several. Raises PartitionInputError naming the file (and line)
+    ``split/`` when there are several. The edges are parsed a part at a time; with ``spill``
+    they go to memory-mapped files there once large. Raises PartitionInputError naming the file (and line)
     of anything unreadable or inconsistent, PartitionOptionError for a missing ``split``.
     """
     given = os.fspath(path)
@@ -180,7 +184,8 @@ def read_ogb(path: str | os.PathLike, *, split: str | None = None) -> Graph:
     assert edge_file is not None
     # OGB files hold no comments: comment=None keeps numpy's parser off its per-line path.
     src, dst, _, layout = parse_edge_columns(edge_file, delimiter=",", comment=None,
-                                             allow_header=False, read_weight=False)
+                                             allow_header=False, read_weight=False,
+                                             spill=spill)
     ndata = {name: _read_numbers(file, f"node {name}")
              for name, file in _node_files(raw).items()}
     ndata = {name: arr.ravel() if arr.shape[1:] == (1,) else arr for name, arr in ndata.items()}

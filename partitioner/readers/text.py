@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -13,6 +14,7 @@ import numpy as np
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from ..inputs import id_space_too_sparse, load_node_data, resolve_num_nodes, sparse_ids_error
+from ..spill import Column, SpillFolder
 from .compressed import open_text
 
 # Error messages quote the offending line up to this many characters.
@@ -20,6 +22,8 @@ _QUOTE_LIMIT = 120
 _ENCODING = "utf-8-sig"
 
 DELIMITER_NAMES = {",": "comma", "\t": "tab", None: "whitespace"}
+# Lines parsed at a time: 16 MiB of int64 ids per chunk.
+CHUNK_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -256,30 +260,73 @@ def parse_edge_columns(
     comment: str | None = "#",
     allow_header: bool = True,
     read_weight: bool = True,
+    spill: SpillFolder | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, TextLayout]:
-    """Parse the ``src dst [weight]`` columns of a text edge file in one numpy pass.
+    """Parse the ``src dst [weight]`` columns of a text edge file, :data:`CHUNK_ROWS` lines
+    at a time with numpy.
 
     Returns int64 ``src``, ``dst``, float64 ``weight`` (``None`` without a weight column or when
-    ``read_weight`` is false) and the detected layout. Columns past the third are ignored, but
-    every data line must have the first data line's number of columns. Raises
-    PartitionInputError naming the file and the 1-based line of the first bad line.
+    ``read_weight`` is false) and the detected layout. With ``spill``, columns that grow large
+    go to memory-mapped files there as they are parsed (:class:`partitioner.spill.Column`), so
+    the parse holds one chunk, not the file. Columns past the third are ignored, but every data
+    line must have the first data line's number of columns. Raises PartitionInputError naming
+    the file and the 1-based line of the first bad line.
     """
     layout = detect_layout(path, delimiter=delimiter, comment=comment, allow_header=allow_header)
+    weighted = layout.has_weight and read_weight
+    columns = [Column(np.int64, folder=spill), Column(np.int64, folder=spill)]
+    if weighted:
+        columns.append(Column(np.float64, folder=spill))
+    try:
+        for chunk in edge_chunks(path, layout, comment, weighted):
+            for column, values in zip(columns, chunk, strict=False):
+                column.append(values)
+        arrays = [column.finish() for column in columns]
+    except BaseException:
+        for column in columns:
+            column.discard()
+        raise
+    return arrays[0], arrays[1], arrays[2] if weighted else None, layout
+
+
+def edge_chunks(
+    path: str, layout: TextLayout, comment: str | None, read_weight: bool,
+    rows: int | None = None,
+) -> Iterator[tuple[np.ndarray, ...]]:
+    """``(src, dst)`` or, with ``read_weight``, ``(src, dst, weight)`` for each ``rows`` data
+    lines of ``path`` in order (default :data:`CHUNK_ROWS`), contiguous arrays."""
+    rows = rows or CHUNK_ROWS
     dtype = _row_dtype(layout)
     try:
         with warnings.catch_warnings():
-            # An edge file with no edges is legal (a type or chunk may be empty).
-            warnings.filterwarnings("ignore", message=".*input contained no data.*")
+            # An edge file with no edges is legal (a type or chunk may be empty), the last
+            # chunk of a file with a multiple of `rows` lines is empty, and blank lines are
+            # not rows (numpy warns of each of these).
+            warnings.filterwarnings("ignore", message=".*contained no data.*")
             with open_text(path) as fh:  # gzip / zstd decompressed on the fly
-                table = np.loadtxt(
-                    fh,
-                    dtype=dtype,
-                    delimiter=layout.delimiter,
-                    comments=comment or None,
-                    skiprows=layout.skip_lines,
-                    ndmin=1 if dtype.names else 2,
-                    encoding=_ENCODING,
-                )
+                skip = layout.skip_lines
+                while True:
+                    table = np.loadtxt(
+                        fh,
+                        dtype=dtype,
+                        delimiter=layout.delimiter,
+                        comments=comment or None,
+                        skiprows=skip,
+                        max_rows=rows,
+                        ndmin=1 if dtype.names else 2,
+                        encoding=_ENCODING,
+                    )
+                    skip = 0
+                    if dtype.names:
+                        columns = [table["src"], table["dst"]]
+                        if read_weight and layout.has_weight:
+                            columns.append(table["c2"])
+                    else:
+                        columns = [table[:, 0], table[:, 1]] if table.size else \
+                            [np.zeros(0, np.int64)] * 2
+                    yield tuple(np.ascontiguousarray(c) for c in columns)
+                    if len(table) < rows:
+                        return
     except (ValueError, UnicodeDecodeError) as exc:
         located = _find_bad_line(path, layout, comment, layout.has_weight)
         if located is not None:
@@ -289,18 +336,6 @@ def parse_edge_columns(
         raise PartitionInputError(
             f"cannot read edge list: {exc.strerror or exc}", path=path
         ) from exc
-    if dtype.names:
-        weight = table["c2"] if layout.has_weight and read_weight else None
-        return (
-            np.ascontiguousarray(table["src"]),
-            np.ascontiguousarray(table["dst"]),
-            None if weight is None else np.ascontiguousarray(weight),
-            layout,
-        )
-    if table.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy(), None, layout
-    return np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1]), None, layout
 
 
 def _row_dtype(layout: TextLayout) -> np.dtype:
@@ -322,10 +357,12 @@ def check_id_range(
     dst: np.ndarray,
     limits: tuple[int | None, int | None],
     node_types: tuple[str, str] | None = None,
+    first_row: int = 0,
 ) -> None:
     """Raise for the first negative id, or id at or above ``limits``, naming its line.
 
-    ``node_types`` (source type, destination type) only words the message for typed edges.
+    ``node_types`` (source type, destination type) only words the message for typed edges;
+    ``first_row`` is the data row of ``src[0]`` in the file (for a chunk past the first).
     """
     for ids, end, limit, kind in (
         (src, "source", limits[0], f"{node_types[0]} " if node_types else ""),
@@ -339,7 +376,7 @@ def check_id_range(
         if not bad_mask.any():
             continue
         row = int(np.flatnonzero(bad_mask)[0])
-        lineno, raw = line_of_row(path, layout, comment, row)
+        lineno, raw = line_of_row(path, layout, comment, first_row + row)
         value = int(ids[row])
         if value < 0:
             why = f"{end} id {value} is negative"
@@ -374,6 +411,7 @@ def read_edge_list(
     comment: str | None = "#",
     num_nodes: int | None = None,
     node_data: dict[str, str] | None = None,
+    spill: SpillFolder | None = None,
 ) -> Graph:
     """Read a homogeneous graph from a text edge list, one ``src dst [weight]`` per line.
 
@@ -386,6 +424,8 @@ def read_edge_list(
     ``num_nodes`` defaults to max id + 1 (or the feature row count, when larger); a max id far
     beyond what the edges can use is refused unless ``num_nodes`` says so
     (:func:`partitioner.inputs.id_space_too_sparse`).
+    With ``spill``, the parsed columns go to memory-mapped files there once they grow large
+    (see :func:`parse_edge_columns`).
     Raises PartitionInputError naming the file and, for a bad line, its 1-based number.
     """
     path = os.fspath(path)
@@ -395,7 +435,8 @@ def read_edge_list(
         raise PartitionInputError(
             "no such file" if not os.path.exists(path) else "not a regular file", path=path
         )
-    src, dst, weight, layout = parse_edge_columns(path, delimiter=delimiter, comment=comment)
+    src, dst, weight, layout = parse_edge_columns(path, delimiter=delimiter, comment=comment,
+                                                  spill=spill)
     features = load_node_data(node_data)
     limit = None if num_nodes is None else int(num_nodes)
     check_id_range(path, layout, comment, src, dst, (limit, limit))

@@ -7,15 +7,13 @@ their bytes per directed edge."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.partition_scaling import PHASES
+from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
@@ -32,16 +30,7 @@ def _positive(x: object) -> bool:
 
 
 def test_smoke_measures_every_phase():
-    try:
-        proc = subprocess.run([sys.executable, "-m", "bench.partition_scaling", "--smoke",
-                               "--json"], cwd=REPO, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the smoke run took more than {RUN_TIMEOUT:.0f}s (DGLCTL_TEST_TIMEOUT "
-                    f"{TIMEOUT:g}); its log:\n{(e.stderr or b'')[-4000:]!r}")
-    log = f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    assert proc.returncode == 0, log
-    results = json.loads(proc.stdout)  # --json: the JSON alone on stdout
+    results, log = run_smoke("bench.partition_scaling", RUN_TIMEOUT)
     assert results["settings"]["smoke"], log
     # One run per regime, the fast one first: the baseline of the lean one.
     assert [r["regime"] for r in results["sizes"]] == ["fast", "lean"], log

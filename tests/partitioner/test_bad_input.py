@@ -306,3 +306,17 @@ def test_next_run_removes_stale_temp_folders_of_dead_processes_only(tmp_path):
     assert not dead.exists()
     assert alive.exists() and all(f.exists() for f in others)
     assert read_config(tmp_path / "p")["num_parts"] == 2
+
+
+def test_a_full_disk_while_parsing_into_files_is_clear_and_leaves_nothing(small_disk,
+                                                                           monkeypatch):
+    from partitioner import spill
+
+    monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 1024)
+    column = spill.SpillFolder(small_disk / "input").column(np.int64)
+    with pytest.raises(errors.OutputWriteError) as info:
+        for _ in range(12):  # 3 MiB in 256 KiB chunks, on a 2 MiB disk
+            column.append(np.zeros(1 << 15, np.int64))
+    assert str(small_disk / "input") in info.value.message
+    assert "no space left" in info.value.message and "df -h" in (info.value.hint or "")
+    assert list((small_disk / "input").iterdir()) == []

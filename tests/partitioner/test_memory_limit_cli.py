@@ -68,24 +68,52 @@ def _text_graph(tmp_path):
             "--num-parts", "2"]
 
 
-def test_a_text_input_is_moved_to_files_in_the_lean_regime(tmp_path, monkeypatch, capsys):
+def test_a_text_input_is_parsed_into_files_in_the_lean_regime(tmp_path, monkeypatch, capsys):
     from dglctl.cli import main
     from partitioner import spill
+    from partitioner.readers import text
 
-    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1024)  # this graph's arrays: tens of KB
+    monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 4096)  # this graph's columns: tens of KB
+    monkeypatch.setattr(text, "CHUNK_ROWS", 1000)
     args = _text_graph(tmp_path)
     assert main(["partition", *args, "--out", str(tmp_path / "fast"), "--regime", "fast"]) == 0
-    assert "moved to memory-mapped files" not in capsys.readouterr().err
+    assert "memory-mapped files" not in capsys.readouterr().err
     assert main(["partition", *args, "--out", str(tmp_path / "lean"), "--regime", "lean"]) == 0
     err = capsys.readouterr().err
-    assert "held in memory moved to memory-mapped files" in err, err
+    assert "input: parsed a chunk at a time into memory-mapped files in" in err, err
+    assert "held in memory" not in err  # the features are mapped from feat.npy itself
     fast, lean = (read_config(tmp_path / r / "g.json") for r in ("fast", "lean"))
     assert {k: v["xxh3_128"] for k, v in fast.files.items()} == \
         {k: v["xxh3_128"] for k, v in lean.files.items()}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch left
 
 
-def test_the_moved_input_is_removed_when_the_run_fails(tmp_path, monkeypatch, capsys):
+def test_an_input_read_into_memory_is_moved_to_files_in_the_lean_regime(tmp_path, monkeypatch,
+                                                                        capsys):
+    import scipy.sparse
+
+    from dglctl.cli import main
+    from partitioner import spill
+
+    monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 4096)
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1024)
+    g = community_graph(n=3000)
+    ((src, dst),) = g.edges.values()
+    matrix = scipy.sparse.coo_matrix((np.ones(len(src), np.float32), (src, dst)), (3000, 3000))
+    scipy.sparse.save_npz(tmp_path / "g.npz", matrix)
+    args = ["--input", str(tmp_path / "g.npz"), "--num-parts", "2"]
+    assert main(["partition", *args, "--out", str(tmp_path / "fast"), "--regime", "fast"]) == 0
+    assert "memory-mapped files" not in capsys.readouterr().err
+    assert main(["partition", *args, "--out", str(tmp_path / "lean"), "--regime", "lean"]) == 0
+    err = capsys.readouterr().err
+    assert "held in memory moved to memory-mapped files" in err, err
+    fast, lean = (read_config(tmp_path / r / "g.json") for r in ("fast", "lean"))
+    assert {k: v["xxh3_128"] for k, v in fast.files.items()} == \
+        {k: v["xxh3_128"] for k, v in lean.files.items()}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_the_parsed_input_is_removed_when_the_run_fails(tmp_path, monkeypatch, capsys):
     import partitioner.pipeline as pipeline
     from dglctl.cli import main
     from partitioner import spill
@@ -93,10 +121,29 @@ def test_the_moved_input_is_removed_when_the_run_fails(tmp_path, monkeypatch, ca
     def boom(*args, **kwargs):
         raise RuntimeError("symmetrize failed")
 
-    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 1024)
+    monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 4096)
     monkeypatch.setattr(pipeline, "symmetric_csr", boom)
     code = main(["partition", *_text_graph(tmp_path), "--out", str(tmp_path / "p"),
                  "--regime", "lean"])
     assert code != 0
-    assert "moved to memory-mapped files" in capsys.readouterr().err
+    assert "parsed a chunk at a time into memory-mapped files" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feat.npy", "g.txt"]
+
+
+def test_a_bad_line_past_the_first_chunks_is_named_and_the_parse_removed(tmp_path, monkeypatch,
+                                                                         capsys):
+    from dglctl.cli import main
+    from partitioner import spill
+    from partitioner.readers import text
+
+    monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 4096)
+    monkeypatch.setattr(text, "CHUNK_ROWS", 1000)
+    args = _text_graph(tmp_path)
+    lines = (tmp_path / "g.txt").read_text().splitlines()
+    lines[-3] = "12 x"
+    (tmp_path / "g.txt").write_text("\n".join(lines) + "\n")
+    code = main(["partition", *args, "--out", str(tmp_path / "p"), "--regime", "lean"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert f"g.txt:{len(lines) - 2}" in err and "'x' is not an integer" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["feat.npy", "g.txt"]

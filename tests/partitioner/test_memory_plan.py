@@ -168,19 +168,22 @@ def test_save_blocks_matches_save_and_refuses_short_blocks(tmp_path):
 
 
 def test_spill_input_maps_what_was_in_memory_and_keeps_the_rest(tmp_path):
-    from partitioner.spill import SPILL_MIN_BYTES, heap_bytes, spill_input
+    from partitioner.spill import SPILL_MIN_BYTES, SpillFolder, heap_bytes, spill_input
 
     graph = hetero_graph()
     big = np.arange(SPILL_MIN_BYTES // 4, dtype=np.float32).reshape(-1, 1)
     graph.ndata["paper"]["big"] = np.resize(big, (graph.num_nodes["paper"], 1 + len(big) // 300))
     small = graph.ndata["author"]["feat"]
     assert heap_bytes(graph) == graph.ndata["paper"]["big"].nbytes
-    spilled = spill_input(graph, tmp_path / "spill")
+    folder = SpillFolder(tmp_path / "spill")
+    spilled = spill_input(graph, folder)
     assert spilled.ntypes == graph.ntypes and list(spilled.edges) == list(graph.edges)
     assert mapping_of(spilled.ndata["paper"]["big"]) is not None
     np.testing.assert_array_equal(spilled.ndata["paper"]["big"], graph.ndata["paper"]["big"])
     assert spilled.ndata["author"]["feat"] is small  # under 1 MiB: kept in memory
     assert heap_bytes(spilled) == 0
     assert [p.name for p in (tmp_path / "spill").iterdir()] == ["0.npy"]
-    with pytest.raises(FileExistsError):
-        spill_input(graph, tmp_path / "spill")
+    (tmp_path / "spill" / "1.npy").touch()  # a name taken: the next array skips it
+    again = spill_input(graph, folder)
+    assert sorted(p.name for p in (tmp_path / "spill").iterdir()) == ["0.npy", "1.npy", "2.npy"]
+    np.testing.assert_array_equal(again.ndata["paper"]["big"], graph.ndata["paper"]["big"])
