@@ -29,7 +29,7 @@ from .graph import Graph, etype_key
 from .inputs import as_graph
 from .memory import drop_mapped_pages, prefault, release_free_memory, retained_heap
 from .memory_plan import GraphShape, PartitionPlan, plan_partition
-from .methods import INT32_MAX, METHODS, assign_parts, choose_method
+from .methods import INT32_MAX, METHODS, GraphFile, assign_parts, choose_method
 from .parallel import submit, submit_after
 from .paths import name_problem
 from .relabel import (
@@ -44,6 +44,8 @@ from .report import quality_report
 from .shards import write_out_part, write_part
 from .symmetric import symmetric_csr
 
+# The symmetric graph of the lean regime, in the output's temporary folder until assign ends.
+_GRAPH_FILE = ".symmetric.parhip"
 # Memory faulted in beside METIS, per input edge: about what METIS's work arrays and the relabel
 # buffers take on top of what the symmetrize left free (measured on 1M nodes / 20M edges).
 _PREFAULT_BYTES_PER_EDGE = 32
@@ -271,6 +273,7 @@ def _partition(
         weights: np.ndarray | None = None
         weight_names: list[str] = []
         indptr = indices = None
+        graph_file: GraphFile | None = None
         presort = out_presort = None
         presorted: list[PresortedEdges] | None = None
         try:
@@ -281,7 +284,16 @@ def _partition(
                     presort = submit(presort_edges, graph)
                 with phases("symmetrize", f"{graph.total_edges:,} edges -> undirected CSR"):
                     src, dst = _homogeneous_edges(graph)
-                    indptr, indices = symmetric_csr(src, dst, n, drop_input_pages=plan.lean)
+                    if plan.lean:
+                        # The graph for the partitioner on disk: written through a mapping,
+                        # then out of this process's memory (METIS maps it back as it
+                        # reads; KaMinPar loads the file).
+                        graph_file = GraphFile(tmp / _GRAPH_FILE, n)
+                        indptr, indices = symmetric_csr(src, dst, n, drop_input_pages=True,
+                                                        indices_into=graph_file.indices)
+                        indices = graph_file.seal(indptr)
+                    else:
+                        indptr, indices = symmetric_csr(src, dst, n)
                     del src, dst
                     presorted = presort.result() if presort is not None else _presort(graph, plan)
                 if method == "auto":
@@ -308,9 +320,11 @@ def _partition(
                     indptr if indptr is not None else np.zeros(n + 1, np.int32),
                     indices if indices is not None else np.zeros(0, np.int32), num_pieces,
                     vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
-                    lean=plan.lean,
+                    lean=plan.lean, graph_file=graph_file,
                 )
                 del indptr, indices
+                if graph_file is not None:
+                    graph_file.remove()  # before the folder becomes the output
                 if presorted is None:
                     presorted = _presort(graph, plan)
                 if out_edges and out_presort is None:
@@ -324,15 +338,20 @@ def _partition(
         piece = np.asarray(piece, dtype=np.int64)
         part = piece // trainers_per_machine if trainers_per_machine > 1 else piece
         futures = [out_presort] if out_presort is not None else []  # pool work on large arrays
+        out_by_part: OutPartsJob | None = None
         with _joined(futures):
             with phases("relabel", "contiguous id ranges per part and type"):
                 nodes = relabel_nodes(graph, part, num_parts)
                 if out_presort is not None:
-                    # The out-edges of each part: a gather of whole rows on a worker, beside
-                    # the CSC's sort and the writes.
                     out_job = OutPartsJob(graph, part, nodes, num_parts, presorted,
-                                          futures.pop().result())
-                    futures.append(submit(out_job))
+                                          futures.pop().result(), allocate=not plan.lean)
+                    if plan.lean:
+                        # The out-edges of one part at a time, as it is written.
+                        out_by_part = out_job
+                    else:
+                        # The out-edges of every part: a gather of whole rows on a worker,
+                        # beside the CSC's sort and the writes.
+                        futures.append(submit(out_job))
                     del out_job
                 sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
                 del presorted
@@ -352,7 +371,13 @@ def _partition(
                     )
                     config[f"part-{p}"] = entry
                     part_stats.append(stats)
-                if out_edges:
+                if out_by_part is not None:
+                    for p in range(num_parts):
+                        config[f"part-{p}"]["csr"] = write_out_part(writer, p, graph,
+                                                                    out_by_part.part(p))
+                        writer.wait()  # the part's buffers go once written
+                    out_by_part = None
+                elif out_edges:
                     out_parts = futures.pop().result()
                     for p in range(num_parts):
                         config[f"part-{p}"]["csr"] = write_out_part(writer, p, graph,

@@ -289,18 +289,21 @@ OutPart = tuple[np.ndarray, np.ndarray, np.ndarray]
 class OutPartsJob:
     """The out-CSR of every part and edge type from :func:`presort_out_edges`' rows.
 
-    Built on the calling thread, which takes every output buffer (see
-    :func:`~partitioner.memory.retained_heap`) and computes the small per-node tables;
-    calling it fills the buffers (a worker can) and returns, per part and edge type,
-    ``(indptr, indices, eids)``: ``indptr`` over the part's owned nodes of the source type in
-    per-type id order, ``indices`` homogeneous new destination ids, ``eids`` homogeneous new
-    edge ids (the ids the CSC gives the same edges).
+    Built on the calling thread, which computes the small per-node tables and, with
+    ``allocate`` (the fast regime), takes every output buffer (see
+    :func:`~partitioner.memory.retained_heap`). Calling it fills every part (a worker can);
+    :meth:`part` fills one part at a time instead, its buffers taken then, so that only the
+    part being written holds them (the lean regime: part-sized buckets, not the whole graph's).
+    Either gives, per part and edge type, ``(indptr, indices, eids)``: ``indptr`` over the
+    part's owned nodes of the source type in per-type id order, ``indices`` homogeneous new
+    destination ids, ``eids`` homogeneous new edge ids (the ids the CSC gives the same edges).
     """
 
     _CHUNK = 1 << 20
 
     def __init__(self, graph: Graph, part: np.ndarray, nodes: NodeRelabeling, num_parts: int,
-                 presorted: list[PresortedEdges], out_pre: list[OutPresorted]) -> None:
+                 presorted: list[PresortedEdges], out_pre: list[OutPresorted], *,
+                 allocate: bool = True) -> None:
         offsets = graph.node_offsets()
         tid = {t: i for i, t in enumerate(graph.ntypes)}
         idx = _out_index_dtype(graph)
@@ -329,22 +332,47 @@ class OutPartsJob:
                 indptr = np.zeros(len(rows) + 1, idx)
                 np.cumsum(out_deg[rows], out=indptr[1:])
                 k = int(indptr[-1])
-                self.parts[p].append((indptr, np.empty(k, idx), np.empty(k, idx)))
+                buffers = (np.empty(k, idx), np.empty(k, idx)) if allocate else (
+                    np.empty(0, idx), np.empty(0, idx))
+                self.parts[p].append((indptr, *buffers))
                 rows_e.append(rows)
             self.rows.append(rows_e)
+        self._done = 0
 
     def __call__(self) -> list[list[OutPart]]:
-        kernels = sparsetools()
-        for e, (new_dst, shift) in enumerate(self.tables):
-            op = self.out_pre[e]
-            assert op is not None, "an OutPartsJob runs once"
-            for p, part_arrays in enumerate(self.parts):
-                _, indices, eids = part_arrays[e]
-                rows = self.rows[e][p]
-                kernels.csr_row_index(len(rows), rows, op.ptr, op.dst, op.pos, indices, eids)
-                for a in range(0, len(indices), self._CHUNK):  # small temporaries only
-                    old = indices[a : a + self._CHUNK]
-                    eids[a : a + self._CHUNK] += shift[old]
-                    indices[a : a + self._CHUNK] = new_dst[old]
+        for e in range(len(self.tables)):
+            for p in range(len(self.parts)):
+                self._fill(e, p)
             self.out_pre[e] = None  # the rows of this type are no longer needed
         return self.parts
+
+    def part(self, p: int) -> list[OutPart]:
+        """Part ``p``'s out-CSR of every edge type, its buffers taken now; call it once per
+        part, in order. After the last part the rows are dropped, and the job holds nothing
+        of the parts it handed out."""
+        assert p == self._done, "OutPartsJob.part runs once per part, in order"
+        for e in range(len(self.tables)):
+            indptr, indices, _ = self.parts[p][e]
+            if len(indices) != int(indptr[-1]):
+                k = int(indptr[-1])
+                self.parts[p][e] = (indptr, np.empty(k, indices.dtype), np.empty(k, indices.dtype))
+            self._fill(e, p)
+        self._done += 1
+        filled, self.parts[p] = self.parts[p], []
+        if self._done == len(self.parts):
+            self.out_pre = [None] * len(self.out_pre)
+            self.tables, self.rows = [], []
+        return filled
+
+    def _fill(self, e: int, p: int) -> None:
+        kernels = sparsetools()
+        new_dst, shift = self.tables[e]
+        op = self.out_pre[e]
+        assert op is not None, "an OutPartsJob fills each part once"
+        _, indices, eids = self.parts[p][e]
+        rows = self.rows[e][p]
+        kernels.csr_row_index(len(rows), rows, op.ptr, op.dst, op.pos, indices, eids)
+        for a in range(0, len(indices), self._CHUNK):  # small temporaries only
+            old = indices[a : a + self._CHUNK]
+            eids[a : a + self._CHUNK] += shift[old]
+            indices[a : a + self._CHUNK] = new_dst[old]

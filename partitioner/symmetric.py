@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,8 @@ _CHUNK = 1 << 20
 
 
 def symmetric_csr(
-    src: np.ndarray, dst: np.ndarray, num_nodes: int, *, drop_input_pages: bool = False
+    src: np.ndarray, dst: np.ndarray, num_nodes: int, *, drop_input_pages: bool = False,
+    indices_into: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Build the undirected simple graph of ``src -> dst`` as CSR ``(indptr, indices)``.
 
@@ -30,6 +32,8 @@ def symmetric_csr(
     once per row; indices come out sorted within each row. Ids must lie in ``[0, num_nodes)``.
     With ``drop_input_pages``, memory-mapped ``src`` and ``dst`` leave the resident set once
     read (:func:`~partitioner.memory.drop_mapped_pages`), before the passes that need the most.
+    ``indices_into(nnz)``, when given, returns the int32 array of ``nnz`` entries that becomes
+    ``indices`` (e.g. inside a file: :meth:`partitioner.methods.parhip.GraphFile.indices`).
 
     Raises:
         PartitionInputError: ``src``/``dst`` differ in length, are not integers, or hold ids
@@ -65,13 +69,14 @@ def symmetric_csr(
     if n == 0 or src.size == 0:
         if src.size:
             raise PartitionInputError(f"edge list holds node ids, but num_nodes is {n}")
-        return np.zeros(n + 1, np.int32), np.zeros(0, np.int32)
+        indices = np.zeros(0, np.int32) if indices_into is None else indices_into(0)
+        return np.zeros(n + 1, np.int32), indices
 
-    return _build(src, dst, n, drop_input_pages)
+    return _build(src, dst, n, drop_input_pages, indices_into)
 
 
-def _build(src: np.ndarray, dst: np.ndarray, n: int,
-           drop_input_pages: bool) -> tuple[np.ndarray, np.ndarray]:
+def _build(src: np.ndarray, dst: np.ndarray, n: int, drop_input_pages: bool,
+           indices_into: Callable[[int], np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     """The work of :func:`symmetric_csr` on checked input, in one frame so ``del`` frees.
 
     Distinct pairs ``lo < hi`` come from a two-pass LSD radix sort made of scipy's COO->CSR
@@ -161,7 +166,7 @@ def _build(src: np.ndarray, dst: np.ndarray, n: int,
     final = idx if max(counts) <= INT32_MAX else np.int64
     if nnz > m or final != idx:
         lo, key, scratch = np.empty(nnz, final), np.empty(nnz, final), np.empty(nnz, np.int8)
-    indices = np.empty(nnz, np.int32)
+    indices = np.empty(nnz, np.int32) if indices_into is None else indices_into(nnz)
     ptrs = run_all([
         functools.partial(_rows_to_csr, group, n, lo[a:b], key[a:b], scratch[a:b], indices[a:b])
         for group, a, b in zip(groups, starts, starts[1:], strict=False)

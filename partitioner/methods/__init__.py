@@ -6,9 +6,10 @@ import numpy as np
 
 from ..errors import PartitionOptionError
 from .checks import INT32_MAX, check_csr, check_vweights
+from .parhip import GraphFile
 
-__all__ = ["METHODS", "OBJTYPES", "INT32_MAX", "assign_parts", "check_csr", "check_vweights",
-           "choose_method"]
+__all__ = ["METHODS", "OBJTYPES", "INT32_MAX", "GraphFile", "assign_parts", "check_csr",
+           "check_vweights", "choose_method"]
 
 METHODS = ("metis", "random", "kaminpar")
 OBJTYPES = ("cut", "vol")
@@ -25,11 +26,13 @@ def assign_parts(
     seed: int = 0,
     imbalance: float = 1.03,
     lean: bool = False,
+    graph_file: GraphFile | None = None,
 ) -> np.ndarray:
     """Return the part id (int64) of every node of the symmetric CSR graph ``(indptr, indices)``.
 
     ``lean`` asks the backend for its memory-efficient mode where it has one (KaMinPar's
-    compressed graph; METIS and random have none).
+    compressed graph; METIS and random have none). ``graph_file`` is the same graph in a
+    ParHIP file (:mod:`.parhip`), which KaMinPar then loads instead of writing one.
 
     ``vweights`` is ``(num_nodes, ncon)``: METIS balances every column, KaMinPar one weight
     folded from them (``kaminpar.combined_weight``), random none (it balances node counts). ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only;
@@ -57,7 +60,7 @@ def assign_parts(
 
         return kaminpar.assign(
             indptr, indices, num_parts, vweights=vweights, seed=seed, imbalance=imbalance,
-            compressed=lean,
+            compressed=lean, graph_file=graph_file,
         )
     if method == "random":
         from . import random

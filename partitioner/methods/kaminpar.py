@@ -9,20 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailable, PartitionerError, PartitionOptionError
+from ..memory import drop_mapped_pages
 from .checks import INT32_MAX, check_csr, check_vweights
-
-# ParHIP binary header word 0 is a bit field; a set bit means "absent" or "32-bit":
-# bit 0 no edge weights, 1 no node weights, 2 32-bit edge offsets, 3 32-bit node ids,
-# 4 32-bit node weights, 5 32-bit edge weights. KaMinPar widens 32-bit fields on read.
-_NO_EDGE_WEIGHTS = 1
-_NO_NODE_WEIGHTS = 2
-_EDGE_OFFSETS_32 = 4
-_NODE_IDS_32 = 8
-_NODE_WEIGHTS_32 = 16
-_EDGE_WEIGHTS_32 = 32
-_HEADER_BYTES = 24
-# Byte offsets in the file are written in 32 bits while they fit.
-_OFFSET_32_MAX = int(np.iinfo(np.uint32).max)
+from .parhip import GraphFile
 
 
 def assign(
@@ -35,6 +24,7 @@ def assign(
     imbalance: float = 1.03,
     threads: int | None = None,
     compressed: bool = False,
+    graph_file: GraphFile | None = None,
 ) -> np.ndarray:
     """Partition a symmetric CSR graph (no self loops) into ``num_parts`` with KaMinPar.
 
@@ -53,6 +43,10 @@ def assign(
         threads: worker threads; ``None`` uses every CPU this process may run on.
         compressed: KaMinPar's memory-efficient mode (TeraPart): the graph is held compressed
             and the context is ``terapart_context`` (the lean regime of a partition run).
+        graph_file: the same graph already in a ParHIP file (:mod:`.parhip`, the lean
+            regime's symmetrize writes it) whose ``indices`` are its mapping: KaMinPar loads
+            the file, and the mapping's pages leave the process once checked. Without it the
+            graph is written to a temporary file first.
 
     Returns:
         int64 array with the part id of every node.
@@ -65,6 +59,8 @@ def assign(
     """
     indptr, indices = check_csr(indptr, indices, num_parts, backend="KaMinPar",
                                 wide_offsets=True)
+    if graph_file is not None:
+        drop_mapped_pages(indices)  # the check read them: KaMinPar reads the file instead
     n = indptr.size - 1
     weights = check_vweights(vweights, n)
     if not imbalance >= 1.0:
@@ -84,15 +80,18 @@ def assign(
             f"cannot import kaminpar ({exc})", hint="pip install kaminpar"
         ) from exc
 
+    # __64bit__ is exported by the compiled module but missing from kaminpar's stub.
+    wide_ok = bool(kaminpar.__64bit__)  # type: ignore[attr-defined]
     # The Python binding reads graphs from files only; a temporary folder is removed on exit
     # whatever happens.
     with tempfile.TemporaryDirectory(prefix="dglctl-kaminpar-") as tmp:
-        path = Path(tmp) / "graph.parhip"
-        # __64bit__ is exported by the compiled module but missing from kaminpar's stub.
-        wide_ok = bool(kaminpar.__64bit__)  # type: ignore[attr-defined]
-        _write_parhip(path, indptr, indices, node_weight, wide_ok=wide_ok)
+        if graph_file is None:
+            graph_file = GraphFile(Path(tmp) / "graph.parhip", n)
+            graph_file.write(indptr, indices)
+        graph_file.check_offsets(wide_ok)
+        graph_file.set_node_weights(node_weight)
         try:
-            graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP,
+            graph = kaminpar.load_graph(str(graph_file.path), kaminpar.GraphFileFormat.PARHIP,
                                         compress=compressed)
         except ValueError as exc:
             raise PartitionerError(f"KaMinPar could not read the graph: {exc}") from exc
@@ -126,46 +125,3 @@ def combined_weight(weights: np.ndarray) -> np.ndarray | None:
     for j, c in zip(keep, scale, strict=True):
         combined += weights[:, j].astype(np.int64) * int(c)
     return np.minimum(combined, INT32_MAX).astype(np.int32)
-
-
-def _write_parhip(
-    path: Path,
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    node_weight: np.ndarray | None,
-    *,
-    wide_ok: bool,
-) -> None:
-    """Write the graph in ParHIP binary format: 32-bit ids and weights, no edge weights.
-
-    Each offset is the byte position of a node's first neighbour in the file. They are stored
-    in 32 bits whenever they fit, which every KaMinPar build reads; 64-bit offsets, needed past
-    4 GiB, are read only by 64-bit builds, and a 32-bit build would exit the whole process on
-    them, so that case is refused here instead.
-    """
-    n = indptr.size - 1
-    m = indices.size
-    edges_start = _HEADER_BYTES + (n + 1) * 4
-    offsets_32 = edges_start + m * 4 <= _OFFSET_32_MAX
-    if not offsets_32:
-        if not wide_ok:
-            raise PartitionOptionError(
-                f"{m} adjacency entries are too many for this 32-bit KaMinPar build",
-                hint="use --method metis, or a 64-bit KaMinPar build",
-            )
-        edges_start = _HEADER_BYTES + (n + 1) * 8
-    version = _NO_EDGE_WEIGHTS | _NODE_IDS_32 | _NODE_WEIGHTS_32 | _EDGE_WEIGHTS_32
-    if offsets_32:
-        version |= _EDGE_OFFSETS_32
-    if node_weight is None:
-        version |= _NO_NODE_WEIGHTS
-    offsets = indptr.astype(np.uint64)
-    offsets *= 4
-    offsets += edges_start
-    with open(path, "wb") as f:
-        np.array([version, n, m], dtype=np.uint64).tofile(f)
-        offsets.astype(np.uint32 if offsets_32 else np.uint64, copy=False).tofile(f)
-        del offsets
-        indices.tofile(f)
-        if node_weight is not None:
-            np.ascontiguousarray(node_weight, dtype=np.int32).tofile(f)

@@ -187,3 +187,37 @@ def test_spill_input_maps_what_was_in_memory_and_keeps_the_rest(tmp_path):
     again = spill_input(graph, folder)
     assert sorted(p.name for p in (tmp_path / "spill").iterdir()) == ["0.npy", "1.npy", "2.npy"]
     np.testing.assert_array_equal(again.ndata["paper"]["big"], graph.ndata["paper"]["big"])
+
+
+def test_out_edges_one_part_at_a_time_are_those_of_all_parts_at_once():
+    from partitioner.relabel import (
+        OutPartsJob,
+        presort_edges,
+        presort_out_edges,
+        relabel_nodes,
+    )
+
+    graph = hetero_graph()
+    part = np.random.default_rng(0).integers(0, 3, graph.total_nodes)
+    nodes = relabel_nodes(graph, part, 3)
+
+    def job(allocate):
+        presorted = presort_edges(graph)
+        return OutPartsJob(graph, part, nodes, 3, presorted,
+                           presort_out_edges(graph, presorted), allocate=allocate)
+
+    whole = job(True)()
+    lazy = job(False)
+    assert sum(len(i) for p in whole for _, i, _ in p) == graph.total_edges
+    assert sum(len(i) for p in lazy.parts for _, i, _ in p) == 0  # no buffer taken yet
+    with pytest.raises(AssertionError, match="in order"):
+        lazy.part(1)
+    for p in range(3):
+        got = lazy.part(p)
+        assert len(got) == len(graph.edges)
+        for (a_ptr, a_idx, a_eid), (b_ptr, b_idx, b_eid) in zip(got, whole[p], strict=True):
+            np.testing.assert_array_equal(a_ptr, b_ptr)
+            np.testing.assert_array_equal(a_idx, b_idx)
+            np.testing.assert_array_equal(a_eid, b_eid)
+        assert lazy.parts[p] == []  # handed out, not kept
+    assert lazy.out_pre == [None] * len(graph.edges) and lazy.tables == []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from partitioner import PartitionOptionError, symmetric
-from partitioner.methods import checks, kaminpar, metis
+from partitioner.methods import checks, kaminpar, metis, parhip
 from partitioner.symmetric import symmetric_csr
 from tests.conftest import community_graph
 from tests.partitioner.test_hotpath import _reference_csr, _serial, _threaded
@@ -53,7 +53,7 @@ def test_kaminpar_takes_64_bit_offsets_and_gives_the_same_parts(monkeypatch):
     indptr, indices = symmetric_csr(src, dst, n)
     narrow = kaminpar.assign(indptr, indices, 3, seed=5, threads=1)
     monkeypatch.setattr(checks, "INT32_MAX", len(indices) - 1)
-    monkeypatch.setattr(kaminpar, "_OFFSET_32_MAX", 0)  # 64-bit byte offsets in the file
+    monkeypatch.setattr(parhip, "_OFFSET_32_MAX", 0)  # 64-bit byte offsets in the file
     wide = kaminpar.assign(indptr.astype(np.int64), indices, 3, seed=5, threads=1)
     np.testing.assert_array_equal(wide, narrow)
     assert set(np.unique(wide)) == {0, 1, 2}
