@@ -42,19 +42,32 @@ _BASE_BYTES = 45 << 20
 # 67-82 per edge).
 _FAST_PER_EDGE = {"read": 0.0, "symmetrize": 39.0, "assign": 89.0, "relabel": 79.0,
                   "write": 38.0}
-_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 28.5, "assign": 49.5, "relabel": 46.5,
+_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 23.0, "assign": 49.5, "relabel": 44.0,
                   "write": 28.0}
+# The lean write's part that does not grow with the graph: feature row blocks in flight on the
+# writer threads and the input pages they read, at most the features themselves (measured:
+# 0.28 GB over the per-edge figure at 10M edges, with 0.26 GB of features; within the
+# per-edge figure at 50M and 200M).
+_LEAN_WRITE_BYTES = 0.28e9
 # Per node: CSR pointers, degrees, METIS's per-node arrays, the relabel's id maps.
 _PER_NODE = {"read": 0.0, "symmetrize": 16.0, "assign": 60.0, "relabel": 56.0, "write": 56.0}
 # What out-edges add (the out-presort beside assign in the fast regime, beside relabel in the
 # lean one; the out-CSR buffers after).
+# The lean regime's out-CSR is built one part at a time as it is written.
 _OUT_EDGES_PER_EDGE = {"fast": {"assign": 12.0, "relabel": 16.0, "write": 8.0},
-                       "lean": {"relabel": 16.0, "write": 8.0}}
+                       "lean": {"relabel": 13.5, "write": 8.0}}
 # METIS's own work arrays on top of the symmetric graph, per directed edge (part of assign);
 # KaMinPar's (its 64-bit graph and work arrays), and what its allocator keeps afterwards.
 _METIS_PER_EDGE = 20.0
 _KAMINPAR_PER_EDGE = 13.0
 _KAMINPAR_KEPT_PER_EDGE = 6.0
+# The lean regime's assign with KaMinPar: the symmetric graph is a file KaMinPar loads into its
+# compressed form, nothing of it in this process; the presort and KaMinPar's arrays. Measured
+# 44.5, 37.4 and 19.1 bytes per edge in all at 10M, 50M and 200M edges (its compression gains
+# with size): the figure below is the upper one. Its allocator keeps up to ~0.3 GB for the
+# phases after (measured 0.11 GB at 10M, 0.30 GB at 50M, none at 200M).
+_KAMINPAR_LEAN_ASSIGN_PER_EDGE = 37.0
+_KAMINPAR_LEAN_KEPT_BYTES = 0.3e9
 # Bytes per directed edge and per node of the output folder with 32-bit ids: CSC indices, edge
 # ids (orig_eids), the out-CSR's indices and eids (4 B each), pointers and node ids (measured:
 # 8.67 GB for 200M edges in 2 parts, 2 % under this estimate).
@@ -204,10 +217,14 @@ def phase_estimates(shape: GraphShape, *, lean: bool, method: str = "metis",
         anon = per_edge[phase] * m + _PER_NODE[phase] * n
         if method == "random" and phase == "assign":
             anon = _PER_NODE[phase] * n + 8.0 * m  # the presort only
+        elif phase == "assign" and method == "kaminpar" and lean:
+            anon = _KAMINPAR_LEAN_ASSIGN_PER_EDGE * m + _PER_NODE[phase] * n
         elif phase == "assign" and method == "kaminpar":
             anon += (_KAMINPAR_PER_EDGE - _METIS_PER_EDGE) * m
         elif phase in ("relabel", "write") and method == "kaminpar":
-            anon += _KAMINPAR_KEPT_PER_EDGE * m
+            anon += _KAMINPAR_LEAN_KEPT_BYTES if lean else _KAMINPAR_KEPT_PER_EDGE * m
+        if lean and phase == "write":
+            anon += min(_LEAN_WRITE_BYTES, shape.node_feature_bytes + shape.edge_feature_bytes)
         if not out_edges:
             anon -= _OUT_EDGES_PER_EDGE["lean" if lean else "fast"].get(phase, 0.0) * m
         if phase == "symmetrize" and m > _INT32_IDS:
