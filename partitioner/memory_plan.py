@@ -59,15 +59,19 @@ _OUT_EDGES_PER_EDGE = {"fast": {"assign": 12.0, "relabel": 16.0, "write": 8.0},
 # METIS's own work arrays on top of the symmetric graph, per directed edge (part of assign);
 # KaMinPar's (its 64-bit graph and work arrays), and what its allocator keeps afterwards.
 _METIS_PER_EDGE = 20.0
+# ... and on a graph it cannot coarsen (a uniform random graph: 6M edges, 300k nodes, its run
+# peaked at 150 bytes per edge against the model's 58): ~100, five times the term above.
+_METIS_WORST_PER_EDGE = 100.0
 _KAMINPAR_PER_EDGE = 13.0
 _KAMINPAR_KEPT_PER_EDGE = 6.0
 # The lean regime's assign with KaMinPar: the symmetric graph is a file KaMinPar loads into its
 # compressed form, nothing of it in this process; the presort and KaMinPar's arrays. Measured
 # 44.5, 37.4 and 19.1 bytes per edge in all at 10M, 50M and 200M edges (its compression gains
 # with size): the figure below is the upper one. Its allocator keeps up to ~0.3 GB for the
-# phases after (measured 0.11 GB at 10M, 0.30 GB at 50M, none at 200M).
+# phases after (measured 0.11 GB at 10M, 11 bytes per edge; 0.30 GB at 50M; none at 200M).
 _KAMINPAR_LEAN_ASSIGN_PER_EDGE = 37.0
 _KAMINPAR_LEAN_KEPT_BYTES = 0.3e9
+_KAMINPAR_LEAN_KEPT_PER_EDGE = 11.0
 # Bytes per directed edge and per node of the output folder with 32-bit ids: CSC indices, edge
 # ids (orig_eids), the out-CSR's indices and eids (4 B each), pointers and node ids (measured:
 # 8.67 GB for 200M edges in 2 parts, 2 % under this estimate).
@@ -143,6 +147,9 @@ class PartitionPlan:
         disk_bytes: estimated size of the output folder.
         seconds: estimated wall time on the measured 2-core machine.
         reason: why this regime, in words.
+        method: the backend the estimates are for (``--method auto``: the likely one).
+        method_reason: why ``auto`` takes KaMinPar where METIS could go (METIS's worst case
+            exceeds the memory limit), or None.
     """
 
     lean: bool
@@ -154,6 +161,8 @@ class PartitionPlan:
     seconds: float
     reason: str
     shape: GraphShape = field(repr=False)
+    method: str = "metis"
+    method_reason: str | None = None
 
     @property
     def presort_beside_symmetrize(self) -> bool:
@@ -194,6 +203,7 @@ class PartitionPlan:
         """The plan for ``dglctl partition --estimate --json``."""
         return {
             "regime": self.regime, "reason": self.reason, "memory_limit": self.memory_limit,
+            "method": self.method, "method_reason": self.method_reason,
             "peak_bytes": self.peak, "phases": dict(self.phases),
             "fast_peak_bytes": self.fast_estimate, "lean_peak_bytes": self.lean_estimate,
             "disk_bytes": self.disk_bytes, "seconds": round(self.seconds, 1),
@@ -222,7 +232,8 @@ def phase_estimates(shape: GraphShape, *, lean: bool, method: str = "metis",
         elif phase == "assign" and method == "kaminpar":
             anon += (_KAMINPAR_PER_EDGE - _METIS_PER_EDGE) * m
         elif phase in ("relabel", "write") and method == "kaminpar":
-            anon += _KAMINPAR_LEAN_KEPT_BYTES if lean else _KAMINPAR_KEPT_PER_EDGE * m
+            anon += (min(_KAMINPAR_LEAN_KEPT_BYTES, _KAMINPAR_LEAN_KEPT_PER_EDGE * m) if lean
+                     else _KAMINPAR_KEPT_PER_EDGE * m)
         if lean and phase == "write":
             anon += min(_LEAN_WRITE_BYTES, shape.node_feature_bytes + shape.edge_feature_bytes)
         if not out_edges:
@@ -281,12 +292,20 @@ def plan_partition(shape: GraphShape, *, method: str = "metis", out_edges: bool 
     if regime not in REGIMES:
         raise PartitionOptionError(f"unknown regime {regime!r}; choose one of "
                                    f"{', '.join(REGIMES)}")
-    method = likely_method(method, shape)
+    limit = int(memory_limit) if memory_limit is not None else available_memory()
+    where = "--memory-limit" if memory_limit is not None else "available memory"
+    method_reason = None
+    if likely_method(method, shape) == "metis" and method == "auto" and limit > 0:
+        worst = metis_worst_case(shape, out_edges=out_edges)
+        if worst > limit:
+            method_reason = (
+                f"METIS's memory depends on the graph's structure: its lean run could need "
+                f"{format_bytes(worst)} on a graph it cannot coarsen, more than {where} "
+                f"{format_bytes(limit)}; KaMinPar's does not (--method metis to insist)")
+    method = "kaminpar" if method_reason else likely_method(method, shape)
     fast = phase_estimates(shape, lean=False, method=method, out_edges=out_edges)
     lean = phase_estimates(shape, lean=True, method=method, out_edges=out_edges)
-    limit = int(memory_limit) if memory_limit is not None else available_memory()
     fast_peak, lean_peak = max(fast.values()), max(lean.values())
-    where = "--memory-limit" if memory_limit is not None else "available memory"
     if regime != "auto":
         chosen, reason = regime == "lean", f"--regime {regime}"
     elif limit <= 0 or fast_peak <= limit:
@@ -311,7 +330,18 @@ def plan_partition(shape: GraphShape, *, method: str = "metis", out_edges: bool 
     return PartitionPlan(
         lean=chosen, memory_limit=limit, phases=phases, fast_estimate=fast_peak,
         lean_estimate=lean_peak, disk_bytes=disk, seconds=seconds, reason=reason, shape=shape,
+        method=method, method_reason=method_reason,
     )
+
+
+def metis_worst_case(shape: GraphShape, *, out_edges: bool = True) -> int:
+    """The lean regime's estimated peak with METIS on a graph it cannot coarsen (its own
+    arrays at :data:`_METIS_WORST_PER_EDGE` instead of the community graphs' figure)."""
+    lean = phase_estimates(shape, lean=True, method="metis", out_edges=out_edges)
+    extra = (_METIS_WORST_PER_EDGE - _METIS_PER_EDGE) * shape.edges
+    if max(shape.edges, shape.nodes) > _INT32_IDS:
+        extra *= 2.0
+    return max(max(lean.values()), lean["assign"] + int(extra))
 
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(i?[bB]?)\s*$")

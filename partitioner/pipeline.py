@@ -297,7 +297,8 @@ def _partition(
                     del src, dst
                     presorted = presort.result() if presort is not None else _presort(graph, plan)
                 if method == "auto":
-                    method, why = choose_method(int(indices.size))
+                    method, why = choose_method(int(indices.size),
+                                                avoid_metis=plan.method_reason)
                     phases.reporter.note(f"method auto: {method} ({why})")
                 weights, weight_names = balance_weights(
                     graph, balance_train=balance_train, balance_ntypes=balance_ntypes,

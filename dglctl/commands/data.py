@@ -120,8 +120,9 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
               help="metis: fewest cut edges, several balance constraints, up to 2^31 adjacency "
                    "entries (~1B undirected edges). kaminpar: 64-bit, faster with many cores at "
                    "a similar cut, balances one weight (nodes and training nodes folded into "
-                   "1 + c*train). random: no locality, instant. auto: metis where it fits, "
-                   "else kaminpar; says which and why.")
+                   "1 + c*train). random: no locality, instant. auto: metis where it fits "
+                   "(32-bit ids, and its worst-case memory under --memory-limit), else "
+                   "kaminpar; says which and why.")
 @click.option("--halo-hops", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Hops of non-owned neighbours stored with each part.")
 @click.option("--balance-train/--no-balance-train", default=True, show_default=True,
@@ -329,14 +330,15 @@ def _print_estimate(display, graph, *, method: str, out_edges: bool,
     )
 
     shape = GraphShape.of(graph)
-    regimes = {lean: phase_estimates(shape, lean=lean, method=method, out_edges=out_edges)
-               for lean in (False, True)}
     try:
         plan = plan_partition(shape, method=method, out_edges=out_edges,
                               memory_limit=memory_limit, regime=regime)
         error = None
     except PartitionMemoryError as exc:
         plan, error = None, exc
+    likely = plan.method if plan is not None else method
+    regimes = {lean: phase_estimates(shape, lean=lean, method=likely, out_edges=out_edges)
+               for lean in (False, True)}
     lines = [f"{shape.nodes:,} nodes, {shape.edges:,} directed edges, input "
              f"{format_bytes(shape.input_bytes)} ({format_bytes(shape.mapped_bytes)} "
              f"memory-mapped)",
@@ -347,6 +349,9 @@ def _print_estimate(display, graph, *, method: str, out_edges: bool,
     lines.append(f"{'peak':<12}{format_bytes(max(regimes[False].values())):>12}"
                  f"{format_bytes(max(regimes[True].values())):>12}")
     if plan is not None:
+        if method == "auto":
+            lines.append(f"method auto: likely {plan.method}"
+                         + (f" ({plan.method_reason})" if plan.method_reason else ""))
         lines.append(plan.summary())
     display.result("\n".join(lines))
     display.json(plan.to_json() if plan is not None else

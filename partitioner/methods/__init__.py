@@ -71,12 +71,14 @@ def assign_parts(
     )
 
 
-def choose_method(adjacency_entries: int) -> tuple[str, str]:
+def choose_method(adjacency_entries: int, *, avoid_metis: str | None = None) -> tuple[str, str]:
     """``--method auto``: the backend for a symmetric graph of ``adjacency_entries``, and why.
 
     METIS wherever it can go: its cut is the reference and it holds several balance
     constraints at once. KaMinPar past METIS's 32-bit ids (2**31 - 1 adjacency entries, about
-    a billion undirected edges), or where libmetis does not load.
+    a billion undirected edges), where libmetis does not load, or where ``avoid_metis`` says
+    why not (the memory plan's :attr:`~partitioner.memory_plan.PartitionPlan.method_reason`)
+    and KaMinPar is installed.
 
     Raises:
         BackendUnavailable: neither backend can take the graph.
@@ -94,6 +96,8 @@ def choose_method(adjacency_entries: int) -> tuple[str, str]:
         return "kaminpar", (f"{adjacency_entries:,} adjacency entries exceed METIS's 32-bit "
                             f"ids; KaMinPar balances one weight (nodes and training nodes "
                             f"folded), the report gives each balance")
+    if avoid_metis and has_kaminpar:
+        return "kaminpar", avoid_metis
     try:
         from .metis import load_libmetis
 

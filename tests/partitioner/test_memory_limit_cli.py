@@ -31,6 +31,7 @@ def test_cli_estimate_prints_the_plan_and_writes_nothing(tmp_path):
                 "--out", str(out), "--estimate")
     assert text.returncode == 0, text.stderr
     assert "fast" in text.stdout and "lean" in text.stdout and "memory plan:" in text.stdout
+    assert "method auto: likely metis" in text.stdout
     assert not out.exists()
     js = _cli("partition", "--input", str(tmp_path / "g.npz"), "--num-parts", "2",
               "--out", str(out), "--estimate", "--json", "--memory-limit", "64G")

@@ -221,3 +221,39 @@ def test_out_edges_one_part_at_a_time_are_those_of_all_parts_at_once():
             np.testing.assert_array_equal(a_eid, b_eid)
         assert lazy.parts[p] == []  # handed out, not kept
     assert lazy.out_pre == [None] * len(graph.edges) and lazy.tables == []
+
+
+def test_auto_takes_kaminpar_where_metis_worst_case_exceeds_the_limit(tmp_path):
+    from partitioner.memory_plan import metis_worst_case
+
+    graph = community_graph(n=600)
+    shape = GraphShape.of(graph)
+    worst = metis_worst_case(shape)
+    typical = max(phase_estimates(shape, lean=True, method="metis").values())
+    assert typical < worst
+    plan = plan_partition(shape, method="auto", memory_limit=worst - 1)
+    assert plan.method == "kaminpar" and "cannot coarsen" in (plan.method_reason or "")
+    assert "--method metis to insist" in plan.method_reason
+    assert plan.to_json()["method"] == "kaminpar"
+    insisted = plan_partition(shape, method="metis", memory_limit=worst - 1)
+    assert insisted.method == "metis" and insisted.method_reason is None
+    roomy = plan_partition(shape, method="auto", memory_limit=worst)
+    assert roomy.method == "metis" and roomy.method_reason is None
+
+    pytest.importorskip("kaminpar", reason="the kaminpar package is not installed")
+    notes = []
+
+    class Notes:
+        def phase_start(self, name, detail):
+            pass
+
+        def phase_end(self, name, seconds, rate=""):
+            pass
+
+        def note(self, text):
+            notes.append(text)
+
+    config = partition_graph(graph, "g", 2, tmp_path / "p", method="auto",
+                             memory_limit=worst - 1, reporter=Notes())
+    assert config["part_method"] == "kaminpar"
+    assert any(n.startswith("method auto: kaminpar (METIS's memory") for n in notes), notes
