@@ -42,7 +42,7 @@ _BASE_BYTES = 45 << 20
 # 67-82 per edge).
 _FAST_PER_EDGE = {"read": 0.0, "symmetrize": 39.0, "assign": 89.0, "relabel": 79.0,
                   "write": 38.0}
-_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 23.0, "assign": 49.5, "relabel": 44.0,
+_LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 23.0, "assign": 49.5, "relabel": 35.0,
                   "write": 28.0}
 # The lean write's part that does not grow with the graph: feature row blocks in flight on the
 # writer threads and the input pages they read, at most the features themselves (measured:
@@ -53,9 +53,10 @@ _LEAN_WRITE_BYTES = 0.28e9
 _PER_NODE = {"read": 0.0, "symmetrize": 16.0, "assign": 60.0, "relabel": 56.0, "write": 56.0}
 # What out-edges add (the out-presort beside assign in the fast regime, beside relabel in the
 # lean one; the out-CSR buffers after).
-# The lean regime's out-CSR is built one part at a time as it is written.
+# The lean regime's out-presort runs after the CSC's sort, and its out-CSR is built one part
+# at a time as it is written.
 _OUT_EDGES_PER_EDGE = {"fast": {"assign": 12.0, "relabel": 16.0, "write": 8.0},
-                       "lean": {"relabel": 13.5, "write": 8.0}}
+                       "lean": {"relabel": 10.0, "write": 8.0}}
 # METIS's own work arrays on top of the symmetric graph, per directed edge (part of assign);
 # KaMinPar's (its 64-bit graph and work arrays), and what its allocator keeps afterwards.
 _METIS_PER_EDGE = 20.0
@@ -171,7 +172,7 @@ class PartitionPlan:
 
     @property
     def out_presort_beside_assign(self) -> bool:
-        """Fast: the out-edges' presort runs beside METIS (lean: beside relabel)."""
+        """Fast: the out-edges' presort runs beside METIS (lean: after the CSC's sort)."""
         return not self.lean
 
     @property

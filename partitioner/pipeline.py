@@ -328,7 +328,7 @@ def _partition(
                     graph_file.remove()  # before the folder becomes the output
                 if presorted is None:
                     presorted = _presort(graph, plan)
-                if out_edges and out_presort is None:
+                if out_edges and out_presort is None and not plan.lean:
                     out_presort = submit(presort_out_edges, graph, presorted)
         except BaseException:
             # Let the workers finish before the error goes on: they hold large arrays.
@@ -344,17 +344,17 @@ def _partition(
             with phases("relabel", "contiguous id ranges per part and type"):
                 nodes = relabel_nodes(graph, part, num_parts)
                 if out_presort is not None:
-                    out_job = OutPartsJob(graph, part, nodes, num_parts, presorted,
-                                          futures.pop().result(), allocate=not plan.lean)
-                    if plan.lean:
-                        # The out-edges of one part at a time, as it is written.
-                        out_by_part = out_job
-                    else:
-                        # The out-edges of every part: a gather of whole rows on a worker,
-                        # beside the CSC's sort and the writes.
-                        futures.append(submit(out_job))
-                    del out_job
+                    # The out-edges of every part: a gather of whole rows on a worker, beside
+                    # the CSC's sort and the writes.
+                    futures.append(submit(OutPartsJob(graph, part, nodes, num_parts, presorted,
+                                                      futures.pop().result())))
                 sorted_edges, edge_ranges = sort_edges(graph, part, nodes, num_parts, presorted)
+                if out_edges and plan.lean:
+                    # After the CSC's sort, not beside it, and then one part at a time as it
+                    # is written: one large step at a time.
+                    out_by_part = OutPartsJob(graph, part, nodes, num_parts, presorted,
+                                              presort_out_edges(graph, presorted),
+                                              allocate=False)
                 del presorted
             # The shards about to be written need page cache: give the kernel back the heap's
             # free (already faulted-in) memory to take it from.
