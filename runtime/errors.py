@@ -61,6 +61,11 @@ class ShmError(DistError):
     """Shared memory of a job is missing or inconsistent."""
 
 
+class CheckpointError(DistError):
+    """A checkpoint cannot be written or restored: a file that fails its checksum, or a folder
+    from another job or model (names the folder, the file and what differs)."""
+
+
 def _subclasses(cls: type) -> list[type]:
     out = [cls]
     subs: list[type] = cls.__subclasses__()

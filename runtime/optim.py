@@ -22,6 +22,7 @@ from .dist_tensor import DistTensor
 from .embedding import DistEmbedding
 from .env import torch_rank_world
 from .errors import DistError
+from .split import trainer_share
 
 
 class DistSparseGradOptimizer:
@@ -86,18 +87,10 @@ class DistSparseGradOptimizer:
     def local_state_dict(self) -> dict[str, Any]:
         """This trainer's share of the state: per embedding, the ids of the rows this machine
         owns (split among its trainers by ``id % trainers``) and each state's rows."""
-        env = self._params[0].weight.store.env if self._params else None
-        per_machine = env.num_trainers if env is not None else 1
         out: dict[str, Any] = {"emb_states": {}, "params": {"world_size": self._world_size,
                                                             **self._defaults}}
         for emb in self._params:
-            policy = emb.weight.part_policy
-            book = policy.partition_book
-            idx = (book.partid2nids if policy.is_node else book.partid2eids)(
-                policy.part_id, policy.type_name)
-            idx = np.asarray(idx, np.int64)
-            if per_machine > 1:
-                idx = idx[idx % per_machine == self._rank % per_machine]
+            idx = trainer_share(emb.weight, self._rank)  # the rule checkpoints use too
             out["emb_states"][emb.name] = {
                 "ids": torch.from_numpy(idx),
                 "states": {s.name: s[idx] for s in self._states(emb)}}

@@ -8,7 +8,7 @@ tensors of per-type ids, whatever the mask was (a bool tensor, a numpy array or 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -17,6 +17,9 @@ from partitioner.partition_book import RangePartitionBook
 
 from .context import get_context
 from .env import torch_rank_world
+
+if TYPE_CHECKING:
+    from .dist_tensor import DistTensor
 
 
 def _whole(values: Any, total: int, what: str) -> np.ndarray:
@@ -126,3 +129,24 @@ def edge_split(
     ids = np.flatnonzero(_whole(edges, total, "the edge mask"))
     return _share(ids, lambda x: book.eid2partid(x, etype), book.num_partitions(), rank,
                   force_even, edge_trainer_ids, total)
+
+
+def trainer_share(tensor: DistTensor, rank: int) -> np.ndarray:
+    """The ids of ``tensor``'s rows that trainer ``rank`` saves (sorted, int64).
+
+    The rows this trainer's machine owns by the partition book, split among that machine's
+    trainers by ``id % trainers_per_machine`` (``rank % trainers_per_machine`` being the
+    trainer's place on its machine, as ``dglctl launch`` numbers ranks). Over every trainer of
+    the job the shares hold each row exactly once; standalone (one partition, no servers) the
+    one trainer's share is every row. Sparse optimizers (``runtime.optim``) and checkpoints
+    (``runtime.checkpoint``) save rows by this rule.
+    """
+    env = tensor.store.env
+    per_machine = env.num_trainers if env is not None else 1
+    policy = tensor.part_policy
+    book = policy.partition_book
+    ids: np.ndarray = np.asarray((book.partid2nids if policy.is_node else book.partid2eids)(
+        policy.part_id, policy.type_name), np.int64)
+    if per_machine > 1:
+        ids = ids[ids % per_machine == rank % per_machine]
+    return ids
