@@ -92,7 +92,9 @@ def test_train_dist_unsupervised_link_prediction(part_config, tmp_path):
                            "--remove_edge")
     m = re.search(r"eval acc ([0-9.]+); test acc ([0-9.]+)", out)
     assert m, out  # rank 0 scores the embeddings with a logistic regression
-    assert float(m.group(1)) > 0.4 and float(m.group(2)) > 0.4, out  # chance: 0.125
+    # Chance is 0.125. DGL's script seeds nothing, so the score varies from run to run:
+    # 0.40-0.59 over ten runs (0.3967 once, under a loaded CI run); 0.3 is well clear of both.
+    assert float(m.group(1)) > 0.3 and float(m.group(2)) > 0.3, out
     assert out.count("parent ends") == 2, out
     assert (job_dir / "emb.pt").is_file()  # rank 0 saves the embeddings in its folder
 
