@@ -66,39 +66,41 @@ def write_inputs(folder: Path, edges: int, seed: int = 0) -> tuple[Path, Path]:
     return text, npz
 
 
-def interpreter_peak() -> tuple[int, int]:
-    """Peak RSS and peak anonymous RSS of a child that imports what ``dglctl partition``
-    imports to read, and exits."""
-    anon = [0]
-
-    def sample(status: dict[str, int]) -> None:
-        anon[0] = max(anon[0], status.get("RssAnon", 0))
-
-    code, _, err, _, peak = run_child(
-        [sys.executable, "-c", "import numpy, dglctl.cli, partitioner.readers, "
-         "partitioner.pipeline"], cwd=REPO, interval=INTERVAL, on_sample=sample)
-    if code != 0:
-        raise RuntimeError(f"the import-only child exited {code}: {err.strip()[-2000:]}")
-    return peak, anon[0]
-
-
-def measure_read(path: Path, regime: str, out: Path) -> dict[str, Any]:
-    """``dglctl partition --estimate`` of ``path`` under ``regime``: seconds, peak, and the
-    child's own read seconds."""
-    cmd = [sys.executable, "-m", "dglctl", "partition", "--input", str(path), "--num-parts",
-           "2", "--out", str(out), "--regime", regime, "--estimate"]
+def run_measured(cmd: list[str]) -> tuple[int, str, float, int, int]:
+    """Run ``cmd`` in the repository: exit code, stderr, wall seconds, peak RSS and peak
+    anonymous RSS (RssAnon, read beside VmHWM every :data:`INTERVAL`)."""
     anon = [0]
 
     def sample(status: dict[str, int]) -> None:
         anon[0] = max(anon[0], status.get("RssAnon", 0))
 
     code, _, err, wall, peak = run_child(cmd, cwd=REPO, interval=INTERVAL, on_sample=sample)
+    return code, err, wall, peak, anon[0]
+
+
+def interpreter_peak() -> tuple[int, int]:
+    """Peak RSS and peak anonymous RSS of a child that imports what ``dglctl partition``
+    imports to read, and exits."""
+    code, err, _, peak, anon = run_measured(
+        [sys.executable, "-c", "import numpy, dglctl.cli, partitioner.readers, "
+         "partitioner.pipeline"])
+    if code != 0:
+        raise RuntimeError(f"the import-only child exited {code}: {err.strip()[-2000:]}")
+    return peak, anon
+
+
+def measure_read(path: Path, regime: str, out: Path) -> dict[str, Any]:
+    """``dglctl partition --estimate`` of ``path`` under ``regime``: seconds, peaks, and the
+    child's own read seconds."""
+    cmd = [sys.executable, "-m", "dglctl", "partition", "--input", str(path), "--num-parts",
+           "2", "--out", str(out), "--regime", regime, "--estimate"]
+    code, err, wall, peak, anon = run_measured(cmd)
     if code != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {code}: {err.strip()[-2000:]}")
     read_s = next((float(m.group(1)) for m in map(_READ_DONE.match, err.splitlines()) if m),
                   None)
     return {"command": cmd, "seconds": wall, "read_seconds": read_s, "peak_bytes": peak,
-            "peak_anon_bytes": anon[0], "streamed": "parsed a chunk at a time" in err}
+            "peak_anon_bytes": anon, "streamed": "parsed a chunk at a time" in err}
 
 
 def run(edges: int, folder: Path) -> dict[str, Any]:

@@ -336,6 +336,18 @@ def format_bytes(nbytes: int) -> str:
     return f"{nbytes / 1024**exp:.1f} {('KiB', 'MiB', 'GiB', 'TiB')[exp - 1]}"
 
 
+def free_disk_beside(path: Path) -> tuple[Path, int | None]:
+    """The nearest existing folder above ``path`` (where it will be created) and the bytes free
+    on its file system (None when that cannot be told)."""
+    folder = Path(path).absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return folder, shutil.disk_usage(folder).free
+    except OSError:
+        return folder, None
+
+
 def out_of_space_error(
     exc: OSError, output: Path, *, file: str | None = None, needed: int | None = None
 ) -> OutputWriteError | None:

@@ -51,10 +51,9 @@ _LEAN_PER_EDGE = {"read": 0.0, "symmetrize": 23.0, "assign": 49.5, "relabel": 35
 _LEAN_WRITE_BYTES = 0.28e9
 # Per node: CSR pointers, degrees, METIS's per-node arrays, the relabel's id maps.
 _PER_NODE = {"read": 0.0, "symmetrize": 16.0, "assign": 60.0, "relabel": 56.0, "write": 56.0}
-# What out-edges add (the out-presort beside assign in the fast regime, beside relabel in the
-# lean one; the out-CSR buffers after).
-# The lean regime's out-presort runs after the CSC's sort, and its out-CSR is built one part
-# at a time as it is written.
+# What out-edges add: the out-presort (beside assign in the fast regime, after the CSC's sort
+# in the lean one) and the out-CSR buffers (all parts at once in the fast regime, one part at a
+# time as it is written in the lean one).
 _OUT_EDGES_PER_EDGE = {"fast": {"assign": 12.0, "relabel": 16.0, "write": 8.0},
                        "lean": {"relabel": 10.0, "write": 8.0}}
 # METIS's own work arrays on top of the symmetric graph, per directed edge (part of assign);
@@ -295,15 +294,15 @@ def plan_partition(shape: GraphShape, *, method: str = "metis", out_edges: bool 
                                    f"{', '.join(REGIMES)}")
     limit = int(memory_limit) if memory_limit is not None else available_memory()
     where = "--memory-limit" if memory_limit is not None else "available memory"
-    method_reason = None
-    if likely_method(method, shape) == "metis" and method == "auto" and limit > 0:
+    likely, method_reason = likely_method(method, shape), None
+    if method == "auto" and likely == "metis" and limit > 0:
         worst = metis_worst_case(shape, out_edges=out_edges)
         if worst > limit:
-            method_reason = (
+            likely, method_reason = "kaminpar", (
                 f"METIS's memory depends on the graph's structure: its lean run could need "
                 f"{format_bytes(worst)} on a graph it cannot coarsen, more than {where} "
                 f"{format_bytes(limit)}; KaMinPar's does not (--method metis to insist)")
-    method = "kaminpar" if method_reason else likely_method(method, shape)
+    method = likely
     fast = phase_estimates(shape, lean=False, method=method, out_edges=out_edges)
     lean = phase_estimates(shape, lean=True, method=method, out_edges=out_edges)
     fast_peak, lean_peak = max(fast.values()), max(lean.values())

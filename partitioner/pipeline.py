@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import resource
-import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -22,6 +21,7 @@ from .format import (
     ShardWriter,
     atomic_output_dir,
     format_bytes,
+    free_disk_beside,
     safe_name,
     write_config,
 )
@@ -413,12 +413,8 @@ def _partition(
 
 def _check_disk(out: Path, plan: PartitionPlan) -> None:
     """Refuse before any work when the output's estimated size exceeds the free disk space."""
-    parent = out.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    try:
-        free = shutil.disk_usage(parent).free
-    except OSError:
+    parent, free = free_disk_beside(out)
+    if free is None:
         return  # unknown: the writes will say so if the disk fills
     if plan.disk_bytes > free:
         raise OutputWriteError(

@@ -331,12 +331,11 @@ class OutPartsJob:
                         + int(offsets[s])).astype(idx)
                 indptr = np.zeros(len(rows) + 1, idx)
                 np.cumsum(out_deg[rows], out=indptr[1:])
-                k = int(indptr[-1])
-                buffers = (np.empty(k, idx), np.empty(k, idx)) if allocate else (
-                    np.empty(0, idx), np.empty(0, idx))
-                self.parts[p].append((indptr, *buffers))
+                k = int(indptr[-1]) if allocate else 0  # else taken by part()
+                self.parts[p].append((indptr, np.empty(k, idx), np.empty(k, idx)))
                 rows_e.append(rows)
             self.rows.append(rows_e)
+        self._allocated = allocate
         self._done = 0
 
     def __call__(self) -> list[list[OutPart]]:
@@ -352,8 +351,8 @@ class OutPartsJob:
         of the parts it handed out."""
         assert p == self._done, "OutPartsJob.part runs once per part, in order"
         for e in range(len(self.tables)):
-            indptr, indices, _ = self.parts[p][e]
-            if len(indices) != int(indptr[-1]):
+            if not self._allocated:
+                indptr, indices, _ = self.parts[p][e]
                 k = int(indptr[-1])
                 self.parts[p][e] = (indptr, np.empty(k, indices.dtype), np.empty(k, indices.dtype))
             self._fill(e, p)

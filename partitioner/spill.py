@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,10 +52,6 @@ class SpillFolder:
             self._next += 1
             if not path.exists():
                 return path
-
-    def column(self, dtype: np.dtype | type, row_shape: tuple[int, ...] = ()) -> Column:
-        """A :class:`Column` that moves to this folder once it grows large."""
-        return Column(dtype, row_shape, self)
 
 
 class Column:
@@ -134,9 +131,7 @@ class Column:
         assert self._path is not None
         self._file.close()
         self._file = None
-        mapped = np.memmap(self._path, dtype=self.dtype, mode="r",
-                           shape=(self.rows, *self.row_shape))
-        return mapped
+        return np.memmap(self._path, dtype=self.dtype, mode="r", shape=(self.rows, *self.row_shape))
 
     def discard(self) -> None:
         """Drop what was appended and remove the file (on a failed read)."""
@@ -147,6 +142,18 @@ class Column:
         if self._path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._path)
+
+
+@contextlib.contextmanager
+def discarded_on_error(columns: Iterable[Column]) -> Iterator[None]:
+    """Columns being filled: on any error in the block, their chunks and files go
+    (``columns`` may grow inside the block; it is read only on the error)."""
+    try:
+        yield
+    except BaseException:
+        for column in columns:
+            column.discard()
+        raise
 
 
 def heap_bytes(graph: Graph) -> int:

@@ -276,14 +276,11 @@ def _parse_into(scratch, input_path, fmt: str, progress, *, memory_limit: int | 
 def _room_beside(scratch, nbytes: int, progress, instead: str) -> bool:
     """Whether the disk of ``scratch`` has room for ``nbytes`` of input and the output beside
     it (twice ``nbytes`` free); if not, says so with what happens ``instead``."""
-    from partitioner.format import format_bytes
+    from partitioner.format import format_bytes, free_disk_beside
 
-    folder = scratch.path.absolute().parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the scratch folder's disk before the output's parent exists
-    free = shutil.disk_usage(folder).free
-    if nbytes <= free // 2:
-        return True
+    folder, free = free_disk_beside(scratch.path)
+    if free is None or nbytes <= free // 2:
+        return True  # unknown: a full disk while parsing says so (partitioner.spill)
     progress.note(f"input: {instead} ({folder} has {format_bytes(free)} free)")
     return False
 

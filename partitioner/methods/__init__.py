@@ -35,8 +35,9 @@ def assign_parts(
     ParHIP file (:mod:`.parhip`), which KaMinPar then loads instead of writing one.
 
     ``vweights`` is ``(num_nodes, ncon)``: METIS balances every column, KaMinPar one weight
-    folded from them (``kaminpar.combined_weight``), random none (it balances node counts). ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only;
-    the others always minimise the edge cut (KaMinPar) or nothing (random). Backends are
+    folded from them (``kaminpar.combined_weight``), random none (it balances node counts).
+    ``objtype`` (``"cut"`` or ``"vol"``) is METIS's only; the others always minimise the edge
+    cut (KaMinPar) or nothing (random). Backends are
     imported here, on use, so a missing libmetis only matters when METIS is asked for.
 
     Raises:

@@ -85,7 +85,7 @@ class GraphFile:
             raise ValueError(f"indptr ends at {int(indptr[-1])}, the file holds {self.nnz}")
         self._writable = None
         with open(self.path, "r+b") as f:
-            self._write_head(f, indptr, weights=False)
+            self._write_head(f, indptr)
         return self.mapped_indices()
 
     def write(self, indptr: np.ndarray, indices: np.ndarray) -> None:
@@ -93,7 +93,7 @@ class GraphFile:
         self._set_size(int(indices.size))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "wb") as f:
-            self._write_head(f, indptr, weights=False)
+            self._write_head(f, indptr)
             np.ascontiguousarray(indices, dtype=np.int32).tofile(f)
 
     def set_node_weights(self, node_weight: np.ndarray | None) -> None:
@@ -145,11 +145,12 @@ class GraphFile:
             version |= _NO_NODE_WEIGHTS
         return version
 
-    def _write_head(self, f, indptr: np.ndarray, *, weights: bool) -> None:  # noqa: ANN001
-        """Header and offsets at the start of the open file ``f``, in blocks of rows."""
+    def _write_head(self, f, indptr: np.ndarray) -> None:  # noqa: ANN001
+        """Header (no node weights: :meth:`set_node_weights` adds them) and offsets at the
+        start of the open file ``f``, in blocks of rows."""
         assert self.nnz is not None
         f.seek(0)
-        np.array([self._version(weights=weights), self.num_nodes, self.nnz],
+        np.array([self._version(weights=False), self.num_nodes, self.nnz],
                  dtype=np.uint64).tofile(f)
         dtype = np.uint32 if self._offsets_32 else np.uint64
         start = self.edges_start

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import OutputExistsError, PartitionInputError, PartitionOptionError
 from ..format import ShardWriter, out_of_space_error, remove_stale_temps
 from ..graph import CanonicalEtype, Graph, etype_key, parse_etype_key
-from ..spill import Column, SpillFolder
+from ..spill import Column, SpillFolder, discarded_on_error
 from .chunk_files import EDGE_FORMATS, FEATURE_FORMATS, read_edge_chunk, read_feature_chunk
 from .text_writer import write_edge_lines
 
@@ -182,8 +182,8 @@ def _read_features(
         for feat, spec in feats.items():
             where = f"{section_name}[{type_name!r}][{feat!r}]"
             files, fmt = _data_files(spec, where, FEATURE_FORMATS, len(sizes), base, meta_path)
-            column: Column | None = None
-            try:
+            made: list[Column] = []  # the one column, once the first chunk gives its dtype
+            with discarded_on_error(made):
                 for file, size in zip(files, sizes, strict=True):
                     arr = read_feature_chunk(file, fmt)
                     if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
@@ -193,21 +193,17 @@ def _read_features(
                             f"says the chunk has {size}",
                             path=file,
                         )
-                    if column is None:
-                        column = Column(arr.dtype, arr.shape[1:], spill)
-                    elif (arr.dtype, arr.shape[1:]) != (column.dtype, column.row_shape):
+                    if not made:
+                        made.append(Column(arr.dtype, arr.shape[1:], spill))
+                    elif (arr.dtype, arr.shape[1:]) != (made[0].dtype, made[0].row_shape):
                         raise PartitionInputError(
                             f"the chunks of {where} disagree on dtype or row shape",
                             path=meta_path,
                         )
-                    column.append(arr)
+                    made[0].append(arr)
                     del arr
-            except BaseException:
-                if column is not None:
-                    column.discard()
-                raise
-            assert column is not None  # _data_files: one file per chunk, and there is one
-            result[type_name][feat] = column.finish()
+            # _data_files: one file per chunk, and there is at least one
+            result[type_name][feat] = made[0].finish()
     return result
 
 
@@ -270,17 +266,13 @@ def read_chunked(
         files, fmt = _data_files(spec, f"edges[{key!r}]", EDGE_FORMATS, len(sizes), base,
                                  meta_path)
         ends = (Column(np.int64, folder=spill), Column(np.int64, folder=spill))
-        try:
+        with discarded_on_error(ends):
             for file, size in zip(files, sizes, strict=True):
                 read_edge_chunk(
                     file, fmt, key=key, size=size,
                     limits=(num_nodes[etype[0]], num_nodes[etype[2]]),
                     node_types=(etype[0], etype[2]), meta_path=meta_path, into=ends,
                 )
-        except BaseException:
-            for column in ends:
-                column.discard()
-            raise
         edges[etype] = (ends[0].finish(), ends[1].finish())
 
     node_known = dict(zip(ntypes, node_chunks, strict=True))

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import PartitionInputError, PartitionOptionError
 from ..graph import Graph
 from ..inputs import id_space_too_sparse, load_node_data, resolve_num_nodes, sparse_ids_error
-from ..spill import Column, SpillFolder
+from ..spill import Column, SpillFolder, discarded_on_error
 from .compressed import open_text
 
 # Error messages quote the offending line up to this many characters.
@@ -277,15 +277,11 @@ def parse_edge_columns(
     columns = [Column(np.int64, folder=spill), Column(np.int64, folder=spill)]
     if weighted:
         columns.append(Column(np.float64, folder=spill))
-    try:
+    with discarded_on_error(columns):
         for chunk in edge_chunks(path, layout, comment, weighted):
             for column, values in zip(columns, chunk, strict=False):
                 column.append(values)
         arrays = [column.finish() for column in columns]
-    except BaseException:
-        for column in columns:
-            column.discard()
-        raise
     return arrays[0], arrays[1], arrays[2] if weighted else None, layout
 
 
@@ -298,14 +294,15 @@ def edge_chunks(
     rows = rows or CHUNK_ROWS
     dtype = _row_dtype(layout)
     try:
-        with warnings.catch_warnings():
-            # An edge file with no edges is legal (a type or chunk may be empty), the last
-            # chunk of a file with a multiple of `rows` lines is empty, and blank lines are
-            # not rows (numpy warns of each of these).
-            warnings.filterwarnings("ignore", message=".*contained no data.*")
-            with open_text(path) as fh:  # gzip / zstd decompressed on the fly
-                skip = layout.skip_lines
-                while True:
+        with open_text(path) as fh:  # gzip / zstd decompressed on the fly
+            skip = layout.skip_lines
+            while True:
+                # Around the call only, not across the yield (the filter is process-wide): an
+                # edge file with no edges is legal (a type or chunk may be empty), the last
+                # chunk of a file with a multiple of `rows` lines is empty, and blank lines
+                # are not rows; numpy warns of each.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*contained no data.*")
                     table = np.loadtxt(
                         fh,
                         dtype=dtype,
@@ -316,17 +313,17 @@ def edge_chunks(
                         ndmin=1 if dtype.names else 2,
                         encoding=_ENCODING,
                     )
-                    skip = 0
-                    if dtype.names:
-                        columns = [table["src"], table["dst"]]
-                        if read_weight and layout.has_weight:
-                            columns.append(table["c2"])
-                    else:
-                        columns = [table[:, 0], table[:, 1]] if table.size else \
-                            [np.zeros(0, np.int64)] * 2
-                    yield tuple(np.ascontiguousarray(c) for c in columns)
-                    if len(table) < rows:
-                        return
+                skip = 0
+                if dtype.names:
+                    columns = [table["src"], table["dst"]]
+                    if read_weight and layout.has_weight:
+                        columns.append(table["c2"])
+                else:
+                    columns = [table[:, 0], table[:, 1]] if table.size else \
+                        [np.zeros(0, np.int64)] * 2
+                yield tuple(np.ascontiguousarray(c) for c in columns)
+                if len(table) < rows:
+                    return
     except (ValueError, UnicodeDecodeError) as exc:
         located = _find_bad_line(path, layout, comment, layout.has_weight)
         if located is not None:

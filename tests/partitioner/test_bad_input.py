@@ -313,7 +313,7 @@ def test_a_full_disk_while_parsing_into_files_is_clear_and_leaves_nothing(small_
     from partitioner import spill
 
     monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 1024)
-    column = spill.SpillFolder(small_disk / "input").column(np.int64)
+    column = spill.Column(np.int64, folder=spill.SpillFolder(small_disk / "input"))
     with pytest.raises(errors.OutputWriteError) as info:
         for _ in range(12):  # 3 MiB in 256 KiB chunks, on a 2 MiB disk
             column.append(np.zeros(1 << 15, np.int64))

@@ -30,7 +30,7 @@ def test_a_column_stays_in_memory_while_small_and_moves_to_a_file_past_the_thres
         tmp_path, monkeypatch):
     monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 100)
     folder = SpillFolder(tmp_path / "s")
-    small = folder.column(np.int64)
+    small = Column(np.int64, folder=folder)
     small.append(np.arange(5))
     small.append(np.arange(5, 10, dtype=np.int32))  # cast to the column's dtype
     whole = small.finish()
@@ -38,7 +38,7 @@ def test_a_column_stays_in_memory_while_small_and_moves_to_a_file_past_the_thres
     np.testing.assert_array_equal(whole, np.arange(10))
     assert not (tmp_path / "s").exists()  # nothing was written
 
-    rows = folder.column(np.float32, (3,))
+    rows = Column(np.float32, (3,), folder)
     parts = [np.full((n, 3), i, np.float32) for i, n in enumerate((4, 7, 0, 9))]
     for part in parts:
         rows.append(part)
@@ -47,13 +47,13 @@ def test_a_column_stays_in_memory_while_small_and_moves_to_a_file_past_the_thres
     np.testing.assert_array_equal(mapped, np.concatenate(parts))
     assert [p.suffix for p in (tmp_path / "s").iterdir()] == [".bin"]
     with pytest.raises(ValueError, match="rows"):
-        folder.column(np.float32, (3,)).append(np.zeros((2, 4), np.float32))
+        Column(np.float32, (3,), folder).append(np.zeros((2, 4), np.float32))
     assert Column(np.int64).finish().shape == (0,)
 
 
 def test_a_discarded_column_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(spill, "STREAM_MIN_BYTES", 8)
-    column = SpillFolder(tmp_path / "s").column(np.int64)
+    column = Column(np.int64, folder=SpillFolder(tmp_path / "s"))
     column.append(np.arange(100))
     assert len(list((tmp_path / "s").iterdir())) == 1
     column.discard()
