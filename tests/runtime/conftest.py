@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,16 +26,32 @@ from tests.conftest import PEER_TIMEOUT, TIMEOUT, community_graph
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections."""
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999  # Linux's default
+    return lo, hi
+
+
 def free_port_range(ips: list[str], count: int) -> int:
-    """A base port such that base..base+count-1 are free on every ip (best effort)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((ips[0], 0))
-            base = s.getsockname()[1]
+    """A base port such that base..base+count-1 are free on every ip (best effort).
+
+    Drawn below the kernel's ephemeral range: a port from that range (what binding port 0
+    gives) can become the local port of any outgoing connection between this check and the
+    servers' bind, seconds later on a busy machine. Seen once under load: a server could not
+    listen, and its client's connection to that port met itself and failed the handshake.
+    """
+    low = 10000
+    high = _ephemeral_ports()[0] - count
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(low, high) if high > low else _any_port(ips[0])
         if base + count >= 65535:
             continue
+        socks = []
         try:
-            socks = []
             for ip in ips:
                 for k in range(count):
                     t = socket.socket()
@@ -47,6 +64,12 @@ def free_port_range(ips: list[str], count: int) -> int:
             for t in socks:
                 t.close()
     raise RuntimeError("no free port range found")
+
+
+def _any_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return int(s.getsockname()[1])
 
 
 def terminate_groups(procs: list[subprocess.Popen], grace: float) -> None:
