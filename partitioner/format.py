@@ -16,7 +16,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -415,7 +415,8 @@ def check_output_dir(out: Path, overwrite: bool) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
+def atomic_output_dir(out: Path, overwrite: bool,
+                      on_written: Callable[[], None] | None = None) -> Iterator[Path]:
     """Yield a temporary sibling folder that replaces ``out`` only if the block succeeds.
 
     Refuses to replace an existing non-empty ``out`` unless ``overwrite``; even then only a
@@ -423,6 +424,9 @@ def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
     On any exception (a signal the caller turned into one included) the temporary folder is
     removed and ``out`` is untouched; a full disk or quota becomes OutputWriteError. The
     temporary folders of dead runs into the same ``out`` go first (:func:`remove_stale_temps`).
+    ``on_written`` is called as soon as ``out`` is in place, still inside this context
+    manager's exit, so a caller that turns signals into exceptions can stop doing so before
+    any of its own code runs with the output complete.
     """
     out = Path(out)
     check_output_dir(out, overwrite)
@@ -441,6 +445,8 @@ def atomic_output_dir(out: Path, overwrite: bool) -> Iterator[Path]:
             raise error from exc
         raise
     _commit(tmp, out)
+    if on_written is not None:
+        on_written()
 
 
 def _commit(tmp: Path, out: Path) -> None:

@@ -111,7 +111,9 @@ def sparsetools() -> ModuleType:
             if module is None:
                 try:
                     module = _load_sparsetools()
-                except Exception:  # noqa: BLE001 - any surprise: take the supported route
+                except (ImportError, OSError):  # take the supported route
+                    # Not ``except Exception``: a caller's signal handler may raise an
+                    # Exception here (dglctl's Interrupted), which must not be swallowed.
                     module = None
             if module is None:
                 from scipy.sparse import _sparsetools

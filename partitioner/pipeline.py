@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,6 +145,7 @@ def partition_graph(
     reporter: ProgressReporter | None = None,
     memory_limit: int | None = None,
     regime: str = "auto",
+    on_written: Callable[[], None] | None = None,
     return_mapping: bool = False,
     ndata: dict[str, Any] | None = None,
     edata: dict[str, Any] | None = None,
@@ -171,7 +172,8 @@ def partition_graph(
     ``memory_limit`` (bytes; default: what the machine has available) bounds the run's peak
     memory: the phases are planned to stay under it (:mod:`partitioner.memory_plan`), and a
     graph that cannot fit raises PartitionMemoryError before any work, with the estimates;
-    ``regime`` (``"fast"``, ``"lean"``) takes one regardless.
+    ``regime`` (``"fast"``, ``"lean"``) takes one regardless. ``on_written`` is called the
+    moment the output folder is in place (see :func:`partitioner.format.atomic_output_dir`).
 
     Node ids are relabeled so each part owns one range; with one part every node keeps its
     input id, but edge ids still follow the stored order (by destination): use ``orig_eids``.
@@ -186,7 +188,7 @@ def partition_graph(
                         balance_edges=balance_edges, objtype=objtype, imbalance=imbalance,
                         seed=seed, trainers_per_machine=opts["trainers_per_machine"],
                         out_edges=out_edges, overwrite=overwrite, reporter=reporter,
-                        memory_limit=memory_limit, regime=regime)
+                        memory_limit=memory_limit, regime=regime, on_written=on_written)
     return orig_id_tensors(config) if return_mapping else config
 
 
@@ -252,6 +254,7 @@ def _partition(
     reporter: ProgressReporter | None,
     memory_limit: int | None,
     regime: str,
+    on_written: Callable[[], None] | None,
 ) -> PartConfig:
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
@@ -269,7 +272,7 @@ def _partition(
     # Lean: every phase hands its free memory back as it ends (the heap is kept only within a
     # phase, where its temporaries reuse it) and reads the input's pages only while it needs
     # them (partitioner.memory), one large step at a time.
-    with retained_heap(), atomic_output_dir(out, overwrite) as tmp:
+    with retained_heap(), atomic_output_dir(out, overwrite, on_written) as tmp:
         weights: np.ndarray | None = None
         weight_names: list[str] = []
         indptr = indices = None

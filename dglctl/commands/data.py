@@ -170,7 +170,7 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
     limit = _memory_limit(memory_limit)
     # Entered before partitioner (and numpy) is imported: the threads they start must inherit
     # the blocked signals (see stopped_by_signals).
-    with stopped_by_signals(out):
+    with stopped_by_signals(out) as stop:
         from partitioner.format import check_output_dir
         from partitioner.pipeline import partition_graph
         from partitioner.readers import read_graph
@@ -216,6 +216,7 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                 balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
                 trainers_per_machine=trainers_per_machine, out_edges=out_edges,
                 overwrite=overwrite, reporter=progress, memory_limit=limit, regime=regime,
+                on_written=stop.output_written,
             )
         finally:
             del graph  # the mappings of the spilled arrays, before their files go
@@ -365,10 +366,15 @@ class _SignalStop:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.fired = False
+        self.fired: int | None = None  # the signal that raised Interrupted
         self.done = threading.Event()  # the block has ended
         self.late: int | None = None  # a signal that came as it ended
         self.deferred: int | None = None  # a signal to raise once out of protected code
+
+    def output_written(self) -> None:
+        """The output is in place: from now on a signal no longer raises Interrupted ("nothing
+        was written") but ends the process once the block is over, by the old handler."""
+        self.done.set()
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
         """In the main thread: the first signal raises Interrupted, unless ``frame`` is in
@@ -378,13 +384,13 @@ class _SignalStop:
         if self.done.is_set():
             self.late = signum
             return
-        if self.fired:
+        if self.fired is not None:
             os._exit(EXIT_SIGNAL_BASE + signum)
         if _in_protected_code(frame):
             self.deferred = signum
             return
         self.deferred = None
-        self.fired = True
+        self.fired = signum
         raise Interrupted(
             f"partition stopped by {signal.Signals(signum).name}; nothing was written to "
             f"{self.out}",
@@ -421,7 +427,7 @@ def _in_protected_code(frame: FrameType | None) -> bool:
 
 
 @contextlib.contextmanager
-def stopped_by_signals(out: Path) -> Iterator[None]:
+def stopped_by_signals(out: Path) -> Iterator[_SignalStop]:
     """While the block runs, SIGINT, SIGTERM and SIGHUP raise Interrupted (exit 128 + N).
 
     The exception unwinds the partitioner, whose atomic output removes its temporary
@@ -433,24 +439,35 @@ def stopped_by_signals(out: Path) -> Iterator[None]:
     started inside the block (numpy's, the partitioner's pool: enter it before importing
     them), and a watcher thread takes them with ``sigtimedwait`` and has the main thread raise
     at its next Python instruction, though never inside thread-pool or context-manager code
-    (:data:`_PROTECTED`): there it waits until that code returns. Outside the main thread, or
-    without ``sigtimedwait``, nothing is installed.
+    (:data:`_PROTECTED`): there it waits until that code returns. Yields the block's state:
+    call its ``output_written`` the moment the output is complete (a signal after that, or
+    one still waiting on protected code then, ends the process by the old handler once the
+    block is over). Outside the main thread, or without ``sigtimedwait``, nothing is
+    installed.
     """
+    stop = _SignalStop(out)
     if threading.current_thread() is not threading.main_thread() or not hasattr(
         signal, "sigtimedwait"
     ):
-        yield
+        yield stop
         return
-    stop = _SignalStop(out)
     previous = {s: signal.signal(s, stop.handler) for s in STOP_SIGNALS}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     watcher = threading.Thread(target=stop.watch, name="dglctl-signals", daemon=True)
     watcher.start()
     try:
-        yield
+        yield stop
+    except BaseException:
+        # The Interrupted, or another error, ends the block and the process with its message.
+        stop.fired = stop.deferred = None
+        raise
     finally:
         stop.done.set()
         watcher.join()
+        # A signal is never lost: one that waited on protected code until the block ended,
+        # or whose Interrupted some code swallowed, ends the process once the block is over.
+        if stop.late is None:
+            stop.late = stop.deferred if stop.deferred is not None else stop.fired
         # Handlers first: a signal still pending when the mask goes meets the old handler,
         # as does one that came as the block ended.
         for s, handler in previous.items():
