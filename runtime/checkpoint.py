@@ -13,6 +13,7 @@ NFS, since each trainer writes its own part and trainer 0 renames the whole)::
         extra.pt                   the caller's plain data (trainer 0)
         emb-NAME-rankR.pt          ids and rows of trainer R's share of DistEmbedding NAME
         sparse-I-rankR.pt          trainer R's share of sparse optimizer I (its local_state_dict)
+        rng-rankR.pt               trainer R's random generators (torch, numpy, random, CUDA)
       .step-000000000011.tmp/      a save in progress (or a crashed one: removed by the next)
 
 A save writes into the ``.tmp`` folder, records every file's size and xxh3-128 in
@@ -28,6 +29,7 @@ import json
 import logging
 import os
 import pickle
+import random
 import re
 import shutil
 import time
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -101,7 +104,10 @@ def save(
     numbers, strings, tensors); every trainer writes its share of each ``DistEmbedding``'s rows
     and of each sparse optimizer's state (:func:`trainer_share`). The folder is committed
     atomically, then ``latest`` names it; it and the ``keep - 1`` newest earlier checkpoints
-    stay, older ones are removed.
+    stay, older ones are removed. Every trainer also saves the state of its random generators
+    (torch's, numpy's global one, Python's ``random``, CUDA's when in use), which a load by the
+    same number of trainers restores: with the loaders' state (``DistDataLoader.state_dict``
+    in ``extra``) a resumed run draws what the uninterrupted run drew (dropout included).
     ``graph_name`` (default: the name of the current ``DistGraph``, if any) is recorded so that
     a load into another graph's job is refused.
 
@@ -151,6 +157,8 @@ def save(
             local = opt.local_state_dict()
             files[fname] = _write(tmp, fname, local)
             hyper.append({k: v for k, v in local["params"].items() if k != "world_size"})
+        fname = f"rng-rank{rank}.pt"
+        files[fname] = _write(tmp, fname, _rng_state())
         _write_json(tmp / f"rank-{rank}.json", {"rank": rank, "files": files, "rows": rows})
     except OSError as e:
         full = _no_space_error(e, tmp)
@@ -164,6 +172,31 @@ def save(
         _commit(directory, tmp, name, meta, world, embeddings, keep)
     _barrier(world)  # no trainer goes on (or loads) before the checkpoint is committed
     return directory / name
+
+
+def _rng_state() -> dict[str, Any]:
+    """This process's random generators, as what ``torch.load(weights_only=True)`` reads."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    assert isinstance(keys, np.ndarray)
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
+                  float(gauss)),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _check_embedding_names(embeddings: list[DistEmbedding]) -> None:
@@ -421,6 +454,7 @@ def load_latest(
     embeddings: Iterable[DistEmbedding] = (),
     graph_name: str | None = None,
     map_location: Any = "cpu",
+    rng: bool = True,
 ) -> Checkpoint | None:
     """Restore the newest checkpoint in ``directory`` (:func:`latest_path`) into what is given
     (collective: every trainer calls it); None, restoring nothing, when there is none.
@@ -436,7 +470,8 @@ def load_latest(
     trainer ``r`` of ``W`` restores the rows and sparse state saved by trainers ``r, r + W,
     r + 2W, ...``, so every saved row is restored exactly once, whoever owns it now (with more
     trainers than before, the extra ones restore no rows). Every trainer restores the model,
-    optimizer and sparse optimizers' hyper-parameters.
+    optimizer and sparse optimizers' hyper-parameters; with ``rng`` (the default) and as many
+    trainers as saved, each also gets back its random generators' state.
     """
     rank, world = torch_rank_world()
     embeddings = list(embeddings)
@@ -457,6 +492,10 @@ def load_latest(
              + [f"emb-{e.name}-rank{r}.pt" for e in embeddings for r in old_ranks]
              + [f"sparse-{i}-rank{r}.pt" for i in range(len(sparse_optimizers))
                 for r in old_ranks])
+    rng_file = f"rng-rank{rank}.pt"
+    restore_rng = rng and old_world == world and rng_file in meta["files"]
+    if restore_rng:
+        reads.append(rng_file)
     for fname in reads:
         _verify(folder, meta, fname)
 
@@ -480,6 +519,8 @@ def load_latest(
         # Hyper-parameters also on a trainer that read no file (more trainers than saved).
         opt.load_local_state_dict({"emb_states": {},
                                    "params": dict(meta["sparse_optimizers"][i]["params"])})
+    if restore_rng:
+        _set_rng_state(read(rng_file))
     _barrier(world)  # no trainer trains while another still writes rows
     return Checkpoint(step=int(meta["step"]), path=folder, extra=extra, world_size=old_world)
 

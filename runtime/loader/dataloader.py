@@ -34,7 +34,10 @@ class DistDataLoader:
     """DGL's ``DistDataLoader(dataset, batch_size, shuffle, collate_fn, drop_last)``.
 
     ``dataset`` is an array of ids; each batch is ``collate_fn(ids)`` (the ids themselves
-    without one). ``seed`` fixes the shuffling (epoch ``k`` uses ``seed + k``).
+    without one). ``seed`` fixes the shuffling (epoch ``k`` uses ``seed + k``), and the
+    sampling draws of batch ``i`` of epoch ``k`` are keyed by ``(k, i)``: a run resumed with
+    :meth:`load_state_dict` (or :meth:`resume`) sees exactly the batches the uninterrupted run
+    would have seen.
     ``num_workers`` (DGL's DataLoader argument) is the number of sampler processes when
     ``num_samplers`` is not given; ``device`` other than CPU and ``pin_memory`` are refused
     or ignored as in DGL (batches are on the CPU).
@@ -67,7 +70,9 @@ class DistDataLoader:
         self.collate_fn: Callable[[Any], Any] | None = collate_fn
         self.drop_last = drop_last
         self.seed = seed
-        self.epoch = 0
+        self.epoch = 0  # the epoch the next iteration yields
+        self._start = 0  # the batch the next iteration starts at (resume)
+        self._position = (0, 0)  # (epoch, batches yielded) of the iteration under way
         self.prefetch = queue_size or 4
         self.num_samplers = _num_samplers(num_samplers)
         self._workers: SamplerPool | None = None
@@ -96,23 +101,64 @@ class DistDataLoader:
         out = [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.num_batches)]
         return [b for b in out if len(b)]
 
+    def resume(self, epoch: int, step: int = 0) -> None:
+        """Make the next iteration epoch ``epoch`` from its batch ``step`` on (the batches
+        before it are skipped unsampled); the iterations after it go on from ``epoch + 1``.
+
+        The batches, their order and their sampling draws are those the uninterrupted run had
+        at the same (epoch, step). Every trainer must resume at the same point (the state a
+        collective checkpoint saved), so that they still yield the same number of batches.
+        """
+        if epoch < 0 or step < 0:
+            raise ValueError(f"resume(epoch={epoch}, step={step}): both must be >= 0")
+        self.epoch, self._start = int(epoch), int(step)
+        self._position = (self.epoch, self._start)
+
+    def state_dict(self) -> dict[str, int]:
+        """Where this loader is: ``{"epoch", "step", "seed"}``, the next batch to yield (the
+        batches already yielded count as done). Save it with a checkpoint taken after a step
+        and give it to :meth:`load_state_dict` to go on from the next batch."""
+        epoch, step = self._position
+        return {"epoch": epoch, "step": step, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Go on from a :meth:`state_dict`: the next iteration yields its epoch from its step.
+        A state of another seed is refused (its batches would not be the saved run's)."""
+        if int(state.get("seed", self.seed)) != self.seed:
+            raise ValueError(f"loader state of seed {state['seed']}, this loader's seed is "
+                             f"{self.seed}: the resumed batches would differ from the saved run's")
+        self.resume(int(state["epoch"]), int(state["step"]))
+
     def __iter__(self) -> Iterator[Any]:
-        epoch = self.epoch
+        epoch, start = self.epoch, self._start
+        self._start = 0
         batches = self.batches()
+        self._position = (epoch, start)
         if self.collate_fn is None:
-            return iter(torch.from_numpy(b) for b in batches)
-        if self.num_samplers > 0:
+            items: Iterator[Any] = (torch.from_numpy(b) for b in batches[start:])
+        elif self.num_samplers > 0:
             if self._workers is None:
                 self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.prefetch)
-            return self._workers.run(batches, epoch_key=epoch)
-        return self._in_process(batches, epoch)
+            items = self._workers.run(batches, epoch_key=epoch, start=start)
+        else:
+            items = self._in_process(batches, epoch, start)
+        return self._counted(items, epoch, start)
 
-    def _in_process(self, batches: list[np.ndarray], epoch: int) -> Iterator[Any]:
+    def _counted(self, items: Iterator[Any], epoch: int, start: int) -> Iterator[Any]:
+        """Yield ``items``, keeping :attr:`_position` on the batch after the one yielded."""
+        step = start
+        for item in items:
+            step += 1
+            self._position = (epoch, step)
+            yield item
+        self._position = (epoch + 1, 0)
+
+    def _in_process(self, batches: list[np.ndarray], epoch: int, start: int) -> Iterator[Any]:
         assert self.collate_fn is not None, "batches of bare ids do not come here"
-        for i, b in enumerate(batches):
+        for i in range(start, len(batches)):
             set_batch_key((epoch, i))
             try:
-                out = self.collate_fn(torch.from_numpy(b))
+                out = self.collate_fn(torch.from_numpy(batches[i]))
             finally:
                 set_batch_key(None)
             yield out

@@ -159,13 +159,15 @@ class SamplerPool:
             self.pids.append(pid)
         self._epoch = 0
 
-    def run(self, batches: list[np.ndarray], epoch_key: int | None = None) -> Iterator[Any]:
-        """Yield ``collate_fn(batch)`` for each batch, in order, sampled ahead by the workers."""
+    def run(self, batches: list[np.ndarray], epoch_key: int | None = None,
+            start: int = 0) -> Iterator[Any]:
+        """Yield ``collate_fn(batch)`` for each batch from index ``start`` on, in order,
+        sampled ahead by the workers (batch ``i`` keyed by ``(epoch_key, i)``)."""
         self._epoch += 1
         epoch = self._epoch if epoch_key is None else epoch_key
-        sent = 0
+        sent = start
         buffered: dict[int, Any] = {}
-        for i in range(len(batches)):
+        for i in range(start, len(batches)):
             while sent < len(batches) and sent < i + self.prefetch:
                 self._tasks.send_multipart(encode(SamplerTask(epoch, sent, batches[sent])))
                 sent += 1

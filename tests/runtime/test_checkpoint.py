@@ -97,7 +97,7 @@ def test_round_trip_restores_everything_bit_for_bit(standalone, tmp_path):
     assert (tmp_path / "latest").read_text().strip() == "step-000000000010"
     assert sorted(p.name for p in path.iterdir()) == [
         "emb-emb_rt-rank0.pt", "extra.pt", "meta.json", "model.pt", "optimizer.pt",
-        "sparse-0-rank0.pt"]
+        "rng-rank0.pt", "sparse-0-rank0.pt"]
     meta = json.loads((path / "meta.json").read_text())
     assert meta["step"] == 10 and meta["world_size"] == 1 and meta["graph_name"] == "g"
     assert meta["model"]["params"]["0.weight"] == [8, 4]
@@ -404,3 +404,30 @@ def test_two_trainers_save_each_row_once_and_restore_it(cluster, tmp_path):
               for r in (0, 1)]
     for r in (0, 1):
         np.testing.assert_array_equal(sparse[r]["emb_states"]["emb"]["ids"].numpy(), ids[r])
+
+
+def test_random_generators_are_restored_by_the_same_world(tmp_path):
+    """After a load, torch's, numpy's and Python's generators draw what they drew right after
+    the save (dropout and shuffles of a resumed run match the uninterrupted run's)."""
+    import random
+
+    model = _model()
+    torch.manual_seed(11)
+    np.random.seed(12)
+    random.seed(13)
+    ckpt.save(tmp_path, 1, model=model)
+
+    def draws():
+        return (torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random(),
+                torch.nn.functional.dropout(torch.ones(8), 0.5).tolist())
+
+    after_save = draws()
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+    assert draws() != after_save
+    assert ckpt.load_latest(tmp_path, model=model) is not None
+    assert draws() == after_save
+    torch.manual_seed(0)
+    ckpt.load_latest(tmp_path, model=model, rng=False)
+    assert draws() != after_save

@@ -287,3 +287,67 @@ def test_hetero_edge_loader_reverse_types(tmp_path, monkeypatch):
                                           blocks[-1].dstnodes[t].data[NID].numpy())
     assert seen == len(eids["writes"]) + len(eids["cites"])
     dg.exit_client()
+
+
+@pytest.mark.unit
+def test_resume_yields_the_uninterrupted_runs_batches():
+    def loader():
+        return DistDataLoader(np.arange(95), batch_size=10, shuffle=True, seed=5, num_samplers=0)
+
+    whole = loader()
+    epochs = [[b.numpy().tolist() for b in whole] for _ in range(3)]
+    assert whole.state_dict() == {"epoch": 3, "step": 0, "seed": 5}
+    cut = loader()
+    list(cut)  # epoch 0
+    it = iter(cut)
+    for _ in range(4):
+        next(it)
+    state = cut.state_dict()  # what a checkpoint after the 4th step of epoch 1 saves
+    assert state == {"epoch": 1, "step": 4, "seed": 5}
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert [b.numpy().tolist() for b in resumed] == epochs[1][4:]
+    assert [b.numpy().tolist() for b in resumed] == epochs[2]
+    other = DistDataLoader(np.arange(95), batch_size=10, shuffle=True, seed=6, num_samplers=0)
+    with pytest.raises(ValueError, match="seed 5"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError):
+        other.resume(-1, 0)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("num_samplers", [0, 2])
+def test_resume_mid_epoch_samples_the_same_blocks(standalone, num_samplers):
+    """Resumed at (epoch 1, step 3), in this process or in sampler processes, a loader yields
+    the blocks, and an edge loader the negatives, of the uninterrupted run."""
+    import runtime as dg
+    from runtime.loader.edge_dataloader import DistEdgeDataLoader
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+
+    def nodes():
+        return DistNodeDataLoader(g, np.arange(0, 600, 3), NeighborSampler([4, 6], seed=2), 25,
+                                  shuffle=True, seed=7, num_samplers=num_samplers)
+
+    def edges():
+        return DistEdgeDataLoader(g, np.arange(300), NeighborSampler([3], seed=2), 40,
+                                  negative_sampler=2, shuffle=True, seed=7,
+                                  num_samplers=num_samplers)
+
+    def signature(batch):
+        *heads, blocks = batch  # input and output nodes, or input nodes and pair graphs
+        out = _blocks_signature(blocks)
+        for head in heads:
+            parts = head.edges() if hasattr(head, "edges") else (head,)
+            out.append([t.numpy().tolist() for t in parts])
+        return out
+
+    for make in (nodes, edges):
+        whole, resumed = make(), make()
+        try:
+            epochs = [[signature(b) for b in whole] for _ in range(2)]
+            resumed.resume(1, 3)
+            assert [signature(b) for b in resumed] == epochs[1][3:]
+        finally:
+            whole.close()
+            resumed.close()
