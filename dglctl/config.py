@@ -83,6 +83,9 @@ class ClusterConfig:
     timeout: float = DEFAULT_TIMEOUT
     # Encrypt every connection to the job's servers (CURVE keys from the job token).
     encrypt: bool = False
+    # How many times a failed attempt's trainers are started again (servers kept), as
+    # torchrun's --max-restarts; 0: the first failure ends the job.
+    max_restarts: int = 0
     # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
     # is then the --cluster file that gave the other settings, or the ip_config itself.
     ip_config: str | None = None
@@ -119,11 +122,14 @@ class ClusterConfig:
                 raise ConfigError(f"--{key.replace('_', '-')} must be at least 1, got {values[key]}")
         if values.get("samplers_per_trainer", 0) < 0:
             raise ConfigError("--num-samplers must be >= 0")
+        if values.get("max_restarts", 0) < 0:
+            raise ConfigError(f"--max-restarts must be >= 0, got {values['max_restarts']}")
         return replace(self, **values)
 
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
-        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt"}
+        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt",
+        "max_restarts"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
 
@@ -391,6 +397,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         timeout=_typed(path, "timeout", data.get("timeout", DEFAULT_TIMEOUT), float,
                        minimum=1.0),
         encrypt=_typed(path, "encrypt", data.get("encrypt", False), bool),
+        max_restarts=_typed(path, "max_restarts", data.get("max_restarts", 0), int, minimum=0),
     )
 
 

@@ -2,7 +2,8 @@
 
 torchelastic's ``@record`` writes ``{"message": {"message": "Type: text", "extraInfo":
 {"py_callstack": ..., "timestamp": ...}}}`` to ``$TORCHELASTIC_ERROR_FILE``; this writes the
-same, plus the innermost frame's file and line, from a ``sys.excepthook`` that
+same, plus the innermost frame's file and line and the batch the loaders were on
+(:func:`note_position`), from a ``sys.excepthook`` that
 :func:`runtime.initialize` installs, so a training script needs no decorator. The launcher
 then names the exception as the root cause, not only an exit code and the last log lines.
 """
@@ -17,6 +18,15 @@ import traceback
 from types import TracebackType
 
 _installed: str | None = None
+_position: dict[str, int] | None = None  # the batch the trainer is on (note_position)
+
+
+def note_position(epoch: int, batch: int) -> None:
+    """The training loop is on batch ``batch`` of epoch ``epoch`` (the loaders say so as they
+    yield): an exception is recorded with it, so the launcher can tell a failure that
+    repeats at the same point on every attempt (a bug) from a fault."""
+    global _position
+    _position = {"epoch": epoch, "batch": batch}
 
 
 def record(path: str, exc_type: type[BaseException], exc: BaseException,
@@ -28,7 +38,8 @@ def record(path: str, exc_type: type[BaseException], exc: BaseException,
         "message": f"{exc_type.__name__}: {exc}",
         "extraInfo": {"py_callstack": "".join(traceback.format_exception(exc_type, exc, tb)),
                       "timestamp": str(int(time.time()))},
-        "file": where.filename if where else None, "line": where.lineno if where else None}}
+        "file": where.filename if where else None, "line": where.lineno if where else None,
+        "at": _position}}
     tmp = f"{path}.tmp{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -80,6 +80,12 @@ def parser() -> argparse.ArgumentParser:
         if name == "stop":
             s.add_argument("--shm-dir", default=None,
                            help="the job's shared-memory folder [default: /dev/shm]")
+            s.add_argument("--keep-shm", action="store_true",
+                           help="leave the job's shared memory (its servers still run: only "
+                                "trainers are stopped, to be started again)")
+            s.add_argument("--shm-machine", type=int, action="append", default=None,
+                           help="remove only this machine's shared memory (its servers are "
+                                "stopped to be started again); repeatable")
     for name, what, limit, default in (("logs", "--offsets", "--max", 1 << 20),
                                        ("tail", "--names", "--lines", 20)):
         s = sub.add_parser(name)

@@ -135,12 +135,18 @@ def _wait_leased(child: subprocess.Popen, args: argparse.Namespace) -> tuple[int
     return code, silent
 
 
-def _remove_job_files(job_id: str, shm_dir: str | None) -> int:
-    """Remove the job's shared memory (in ``shm_dir``, default /dev/shm) and its trainers'
-    sampler socket folders here; how many shared-memory files there were."""
+def _remove_job_files(job_id: str, shm_dir: str | None, keep_shm: bool = False,
+                      machines: list[int] | None = None) -> int:
+    """Remove the job's shared memory (in ``shm_dir``, default /dev/shm; of ``machines`` only
+    when given; none with ``keep_shm``) and its trainers' sampler socket folders here; how
+    many shared-memory files were removed."""
     from runtime.store.shm import job_files, sampler_dirs
 
-    shm = job_files(job_id, Path(os.path.expanduser(shm_dir)) if shm_dir else None)
+    root = Path(os.path.expanduser(shm_dir)) if shm_dir else None
+    shm: list[Path] = []
+    if not keep_shm:
+        for machine in machines if machines is not None else [None]:
+            shm += job_files(job_id, root, machine)
     for f in shm:
         f.unlink(missing_ok=True)
     for d in sampler_dirs(job_id):  # left by trainers that could not clean up (killed)
@@ -184,8 +190,9 @@ def _proc_state(job: Path, name: str, pgid: int) -> ProcState:
                ended=rc["time"], lease_expired=rc.get("lease_expired"))
     if code != 0 and isinstance(err := read_json(job / f"{name}.error.json"), dict):
         m = raw if isinstance(raw := err.get("message"), dict) else {}
+        # The uncaught exception (runtime.error_file), and the batch it came in (if known).
         out["error"] = {"message": str(m.get("message", ""))[:2000], "file": m.get("file"),
-                        "line": m.get("line")}  # the uncaught exception (runtime.error_file)
+                        "line": m.get("line"), "at": m.get("at")}
     if alive(pgid) and _leader(job, name, pgid) != "other":
         out["stragglers"] = True  # the child ended but something else of its group lives on
     return ProcState(**out)
@@ -220,7 +227,7 @@ def cmd_renew(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     """TERM each recorded group that still runs as the job's, KILL after the grace period,
     remove the job's shared memory (in --shm-dir: the DGLCTL_SHM_DIR its processes were
-    given; default /dev/shm) and its trainers' sampler socket folders."""
+    given; default /dev/shm; not with --keep-shm) and its trainers' sampler socket folders."""
     job = job_dir(args.workspace, args.job)
     procs = {name: int(pgid) for name, pgid in json.loads(args.procs).items()}
     targets, skipped = _stoppable(job, procs)
@@ -233,7 +240,8 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     killed, refused = signal_groups({n: g for n, g in targets.items()
                                      if g in live and _leader(job, n, g) != "other"}, signal.SIGKILL)
     wait_ended(targets.values(), 5.0)
-    shm_removed = _remove_job_files(args.job, args.shm_dir)
+    shm_removed = _remove_job_files(args.job, args.shm_dir, keep_shm=args.keep_shm,
+                                    machines=args.shm_machine)
     live = live_groups(targets.values())
     survivors = [n for n, g in targets.items() if g in live and n not in refused]
     return StopReport(terminated=signalled, killed=killed, shm_removed=shm_removed,

@@ -96,7 +96,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
         else JobState.STOPPED
     stats = _server_stats(m, states) if alive else {}
     rows: list[dict[str, Any]] = []
-    for p in m.procs:
+    for p in m.live_procs():
         s = states.get(p.name, ProcState(p.name, p.pgid, ProcStatus.MISSING))
         how = str(s.state)
         if s.state is ProcStatus.EXITED:
@@ -106,15 +106,22 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
         if s.lease_expired is not None:
             how = "lease expired"  # ended by its wrapper: the launcher had gone
         rows.append({"host": m.hosts[p.host].name, "role": p.role, "rank": p.rank,
-                     "pid": s.pid, "pgid": p.pgid, "state": how, "uptime": s.uptime,
+                     "attempt": p.attempt, "pid": s.pid, "pgid": p.pgid, "state": how,
+                     "uptime": s.uptime,
                      "cpu_seconds": s.cpu_seconds, "rss_bytes": s.rss_bytes,
                      "server_stats": stats.get(p.name)})
     supervision, said = _supervision(m, states)
+    max_restarts = int((m.cluster_record or {}).get("max_restarts", 0))
     display.json({"job": m.job_id, "state": state, "supervision": supervision,
-                  "processes": rows, "result": m.result})
+                  "processes": rows, "result": m.result, "attempt": m.attempt,
+                  "max_restarts": max_restarts,
+                  "attempts": [{k: v for k, v in a.items() if k != "report"}
+                               for a in m.attempts]})
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, {len(m.hosts)} hosts)")
     if alive:
         display.result(said)
+    if m.attempts or max_restarts:
+        _say_attempts(display, m, max_restarts, alive)
     if m.result.get("cause") and state in (JobState.FAILED, JobState.STOPPED):
         phase = m.result.get("phase")
         display.result(f"{'failed' if state == JobState.FAILED else 'stopped'}"
@@ -133,6 +140,19 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
                  f"{served['clients']} clients" if served else "")
         display.result(f"{r['host']:<10} {r['role']:<8} {r['rank']:>4} {r['pid'] or '-':>8} "
                        f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}{extra}")
+
+
+def _say_attempts(display: Display, m: JobManifest, max_restarts: int, alive: bool) -> None:
+    """The job's attempts: each failed one with its cause, then the one under way."""
+    display.result(f"attempts: {m.attempt + 1} ({m.attempt} restart(s) of at most "
+                   f"{max_restarts}; 'dglctl logs {m.job_id} --attempt K' shows one)")
+    for a in m.attempts:
+        took = _fmt_secs(a["ended"] - a["started"]) if a.get("started") else "-"
+        display.result(f"  attempt {a['attempt']}: failed after {took}: {a['cause']}")
+        if a.get("point"):
+            display.result(f"      at: {a['point']}")
+    if not any(a["attempt"] == m.attempt for a in m.attempts):
+        display.result(f"  attempt {m.attempt}: {'running' if alive else m.state}")
 
 
 def _supervision(m: JobManifest, states: dict[str, ProcState]) -> tuple[dict[str, Any], str]:
@@ -288,11 +308,16 @@ def parse_since(text: str) -> LogStart:
                    "WHEN is left out but earlier ones may be included (a note on stderr says "
                    "when; a log with no note before WHEN starts at its beginning). With "
                    "--tail too, the later of the two starts.")
+@click.option("--attempt", type=click.IntRange(min=0), default=None, metavar="K",
+              help="The trainers' logs of attempt K of a restarted job (0: the first; "
+                   "'dglctl status JOB' lists them), with the servers'. [default: the "
+                   "attempt under way, or the last]")
 @click.option("--json", "json_mode", is_flag=True,
               help='One JSON object per line: {"host", "role", "rank", "line"}.')
 @click.pass_obj
 def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | None,
-         tail: int | None, since_text: str | None, json_mode: bool) -> None:
+         tail: int | None, since_text: str | None, attempt: int | None,
+         json_mode: bool) -> None:
     """Print JOB's logs whole, each line prefixed [host role rank], each log in turn (with
     -f, lines as they come, from every host)."""
     from ..hosts.agent_client import LogStart
@@ -308,8 +333,15 @@ def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | No
     if host_name is not None and host_name not in names:
         raise ConfigError(f"job {m.job_id} has no host {host_name!r}; its hosts: "
                           f"{', '.join(names)}")
-    procs = [p for p in m.procs if (host_name is None or names[p.host] == host_name)
-             and (role is None or p.role == role)]
+    if attempt is not None and attempt > m.attempt:
+        raise ConfigError(f"job {m.job_id} has no attempt {attempt}: its attempts are 0.."
+                          f"{m.attempt}", hint=f"see 'dglctl status {m.job_id}'")
+
+    def wanted(p: Any) -> bool:
+        return ((host_name is None or names[p.host] == host_name)
+                and (role is None or p.role == role))
+
+    procs = [p for p in _attempt_procs(m, attempt) if wanted(p)]
     if not procs:
         raise ConfigError(f"job {m.job_id}: no {role or 'process'} on "
                           f"{host_name or 'any host'}", hint="see 'dglctl status " f"{m.job_id}'")
@@ -333,7 +365,7 @@ def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | No
             # Polled twice a second for as long as the job runs: one agent per host.
             for c in clients:
                 c.open_session()
-            _follow(m, clients, stream, first, emit)
+            _follow(m, clients, stream, first, emit, wanted if attempt is None else None)
         else:
             by_log: dict[str, list[LogLine]] = {p.name: [] for p in procs}
             for line in first:
@@ -347,15 +379,31 @@ def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | No
         _close(clients)
 
 
+def _attempt_procs(m: JobManifest, attempt: int | None) -> list[Any]:
+    """The processes of attempt ``attempt`` (None: the one under way): its trainers, and the
+    servers (which every attempt shares)."""
+    if attempt is None:
+        return m.live_procs()
+    return [p for p in m.procs if p.role != "trainer" or p.attempt == attempt]
+
+
 def _follow(m: JobManifest, clients: list[AgentClient], stream: LogStream,
-            first: list[LogLine], emit: Callable[[Iterable[LogLine]], None]) -> None:
-    """Print lines as they come until no process of the job runs, then the rest."""
+            first: list[LogLine], emit: Callable[[Iterable[LogLine]], None],
+            wanted: Callable[[Any], bool] | None) -> None:
+    """Print lines as they come until no process of the job runs, then the rest. With
+    ``wanted``, the processes of a restart (a new attempt's trainers) are followed too."""
     from ..hosts.agent_client import ProcStatus
+    from ..jobs.manifest import JobManifest
     from ..jobs.observe import probe_job
 
     emit(first)
     while True:
         if not any(stream.more(n) for n in stream.procs):
+            if wanted is not None:
+                m = JobManifest.load(m.job_id)
+                for p in m.live_procs():
+                    if p.name not in stream.procs and wanted(p):
+                        stream.track(p)
             states = probe_job(clients, m)
             if not any(s.state is ProcStatus.RUNNING for s in states.values()):
                 emit(stream.drain())  # what they wrote before they ended

@@ -114,14 +114,20 @@ class AgentClient:
         return {name: ProcState.from_json(s) for name, s in raw.items()}
 
     def stop(self, job: str, procs: Mapping[str, int], *, grace: float,
-             shm_dir: str | None = None) -> StopReport:
+             shm_dir: str | None = None, keep_shm: bool = False,
+             shm_machines: Sequence[int] | None = None) -> StopReport:
         """TERM, then KILL after ``grace`` seconds, each of ``procs`` that still runs as the
         job's (its group leader is the process the agent started); remove the job's shared
-        memory (in ``shm_dir``, default the agent's /dev/shm) and sampler folders."""
+        memory (in ``shm_dir``, default the agent's /dev/shm; only of ``shm_machines`` when
+        given; none with ``keep_shm``: the servers stay) and sampler folders."""
         args = ["stop", *self._job(job), "--procs", json.dumps(dict(procs)),
                 "--grace", str(grace)]
         if shm_dir:
             args += ["--shm-dir", shm_dir]
+        if keep_shm:
+            args.append("--keep-shm")
+        for machine in shm_machines or ():
+            args += ["--shm-machine", str(machine)]
         return StopReport.from_json(self._call(*args, timeout=grace + 60))
 
     def logs(self, job: str, offsets: Mapping[str, int], *, start: LogStart | None = None,

@@ -13,7 +13,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -29,10 +29,11 @@ from ..hosts.netif import interface_of
 from ..hosts.transport import Transport, make_transport
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
-from .plan import JobPlan, LaunchOptions, ProcSpec, plan_job, select_hosts
+from .plan import JobPlan, LaunchOptions, ProcSpec, attempt_spec, plan_job, select_hosts
 from .preflight import ask_hosts, bytes_to_copy, judge, learn_addresses, preflight_ports
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_output
 from .renewer import LeaseRenewer
+from .restarts import Failure, attempt_record, repeated_point
 from .stop import GRACE_SECONDS, stop_job
 from .sync import SyncResult, sync_files
 
@@ -119,6 +120,9 @@ class Launcher:
         self.renewer: LeaseRenewer | None = None
         self._progress: Progress | None = None
         self._phase = "start"  # the step the launch is in, recorded if it fails there
+        self._failure: Failure | None = None  # what the last failed check found
+        self._retired: set[str] = set()  # processes a restart stopped: not failures
+        self._attempt_started = time.time()
 
     def dry_run(self) -> JobPlan:
         """The plan, without contacting any host: configured workspaces and port base."""
@@ -319,7 +323,7 @@ class Launcher:
             launcher={"pid": os.getpid(), "host": socket.gethostname()})
         self.manifest.save()
 
-    def _start(self, spec: ProcSpec) -> None:
+    def _start(self, spec: ProcSpec, attempt: int = 0) -> None:
         assert self.manifest is not None
         client = self.clients[spec.host]
         t = client.transport
@@ -329,34 +333,37 @@ class Launcher:
         started = client.start(self.job_id, spec.name, spec.cwd, spec.argv, lease=self.lease,
                                grace=self.cluster.timeout)
         rec = ProcRecord(spec.name, spec.host, spec.role, spec.rank, started.pgid, started.log,
-                         spec.port)
+                         spec.port, attempt)
         self.manifest.procs.append(rec)
         self.manifest.save()
         # The host keeps its own record (without the token), for whoever logs in there; named
         # by host, as hosts sharing a workspace (an NFS home) share the job's folder too.
-        mine = [asdict(p) for p in self.manifest.procs if p.host == spec.host]
+        mine = [asdict(p) for p in self.manifest.live_procs() if p.host == spec.host]
         t.put_bytes(json.dumps({"job_id": self.job_id, "host": spec.host_name,
                                 "machine_id": spec.host, "processes": mine}, indent=1).encode(),
                     f"jobs/{self.job_id}/manifest.{spec.host_name}.json")
         self.logs.track(rec)
 
-    def start_servers(self) -> None:
-        """Start every server, then wait until each listens on its port (a server binds only
-        once its partition is loaded). Each host's agent checks its own servers: the launcher
-        may not reach the data network (compute nodes behind a login node); a server that
-        cannot bind its port exits, and that is seen as its failure."""
+    def start_servers(self, specs: Sequence[ProcSpec] | None = None, attempt: int = 0) -> None:
+        """Start every server (or ``specs``, as attempt ``attempt``: a restart), then wait
+        until each listens on its port (a server binds only once its partition is loaded).
+        Each host's agent checks its own servers: the launcher may not reach the data network
+        (compute nodes behind a login node); a server that cannot bind its port exits, and
+        that is seen as its failure."""
         plan = self._require_plan()
-        for spec in plan.servers:
-            self._start(spec)
-        self._set_state(JobState.STARTING)
-        ports = [sorted(s.port for s in plan.servers if s.host == hp.index and s.port)
+        specs = plan.servers if specs is None else specs
+        for spec in specs:
+            self._start(attempt_spec(spec, attempt), attempt)
+        if attempt == 0:
+            self._set_state(JobState.STARTING)
+        ports = [sorted(s.port for s in specs if s.host == hp.index and s.port)
                  for hp in plan.hosts]
         wait = max(60.0, self.cluster.timeout * 6)
         deadline = time.monotonic() + wait
         while True:
             self._check_processes()  # a server that died while loading fails fast
             up = fan_out(self.clients, lambda i, c: c.listening(plan.hosts[i].data_address,
-                                                                ports[i]))
+                                                                ports[i]) if ports[i] else set())
             waiting = [f"{hp.name} ({', '.join(map(str, sorted(set(ports[i]) - up[i])))})"
                        for i, hp in enumerate(plan.hosts) if set(ports[i]) - up[i]]
             if not waiting:
@@ -367,17 +374,19 @@ class Launcher:
             self._pump_logs()
             time.sleep(0.1)
 
-    def start_trainers(self) -> None:
-        """Start trainers with the torch.distributed environment and the runtime contract."""
+    def start_trainers(self, attempt: int = 0) -> None:
+        """Start trainers with the torch.distributed environment and the runtime contract
+        (for a restart, as attempt ``attempt``: see ``plan.attempt_spec``)."""
         for spec in self._require_plan().trainers:
-            self._start(spec)
+            self._start(attempt_spec(spec, attempt), attempt)
+        self._attempt_started = time.time()
         self._set_state(JobState.RUNNING)
 
     # --- supervision -------------------------------------------------------------------------
     def _check_processes(self) -> dict[str, ProcState]:
         assert self.manifest is not None
         states = probe_job(self.clients, self.manifest)
-        failed = [s for s in states.values() if s.failed]
+        failed = [s for s in states.values() if s.failed and s.name not in self._retired]
         if failed:
             self._pump_logs()
             if JobManifest.load(self.job_id).state in (JobState.STOPPING, JobState.STOPPED):
@@ -387,6 +396,7 @@ class Launcher:
             message, result = failure_report(self.manifest, failed,
                                              [h.name for h in self.hosts], self._tail)
             self.manifest.result = result
+            self._failure = Failure(failed, message, result)
             raise JobFailed(message)
         return states
 
@@ -400,10 +410,16 @@ class Launcher:
             self.display.line(line)
 
     def supervise(self) -> int:
-        """Stream logs and watch every process until all trainers end or one fails."""
+        """Stream logs and watch every process until all trainers end or one fails; while
+        restarts remain (``max_restarts``), a failed attempt's trainers are started again."""
         while True:
             self._pump_logs()
-            states = self._check_processes()
+            try:
+                states = self._check_processes()
+            except JobFailed:
+                if not self._restart():
+                    raise
+                continue
             trainers = [s for n, s in states.items() if n.startswith("trainer")]
             if all(s.succeeded for s in trainers):
                 self._pump_logs()
@@ -412,6 +428,89 @@ class Launcher:
                 self.display.info(f"job {self.job_id}: every trainer finished")
                 return 0
             time.sleep(0.3)
+
+    def _restart(self) -> bool:
+        """After a failed check: record the attempt's end; if it may be restarted, stop its
+        trainers (the servers and their shared memory stay), start them again as the next
+        attempt and return True. False: the failure ends the job (raised by the caller),
+        except a failure that repeats at one point, which raises its own JobFailed."""
+        m, failure = self.manifest, self._failure
+        assert m is not None and failure is not None
+        record = attempt_record(m.attempt, self._attempt_started, failure)
+        m.attempts.append(record)
+        m.save()
+        limit = self.cluster.max_restarts
+        if limit == 0:
+            return False
+        if m.attempt >= limit:
+            failure_note = (f"\n(after {limit} restart{'s' if limit > 1 else ''}: every "
+                            "attempt failed; 'dglctl status' lists their causes)")
+            m.result["restarts"] = m.attempt
+            raise JobFailed(failure.message + failure_note)
+        point = repeated_point(m.attempts)
+        if point is not None:
+            m.result["restarts"] = m.attempt
+            first = m.attempts[-3]
+            raise JobFailed(
+                f"job {self.job_id} failed 3 times at the same point ({point}): a bug in the "
+                f"script, not a fault; not restarting it again ({limit - m.attempt} restart(s) "
+                f"left). The first of them, attempt {first['attempt']}:\n{first['report']}")
+        self._pump_logs()
+        self.display.error(f"job {self.job_id}: attempt {m.attempt} failed: {record['cause']}")
+        lost = sorted({rec.host for rec in m.live_procs() if rec.role == "server"
+                       and rec.name in {s.name for s in failure.failed}})
+        again = ", ".join(self.hosts[h].name for h in lost)
+        self.display.info(
+            f"restarting the trainers: attempt {m.attempt + 1} (restart {m.attempt + 1} of "
+            f"{limit}); " + (f"the servers of {again} start again from the shards there, the "
+                             "others keep the graph loaded" if lost else
+                             "the servers keep the graph loaded"))
+        self._stop_trainers()
+        m.attempt += 1
+        m.result = {}
+        self._failure = None
+        if lost:
+            self._restart_servers(lost, m.attempt)
+        self.start_trainers(m.attempt)
+        return True
+
+    def _restart_servers(self, hosts: list[int], attempt: int) -> None:
+        """Stop every server of ``hosts`` (a backup maps its main server's shared memory,
+        which goes with it), remove those machines' shared memory, and start them again as
+        attempt ``attempt`` from the shards already on their hosts."""
+        assert self.manifest is not None
+        live = [p for p in self.manifest.live_procs() if p.role == "server" and p.host in hosts]
+
+        def stop(i: int, c: AgentClient) -> None:
+            procs = {p.name: p.pgid for p in live if p.host == i}
+            if i in hosts:
+                c.stop(self.job_id, procs, grace=self.cluster.timeout,
+                       shm_dir=self.manifest.shm_dir if self.manifest else None,
+                       shm_machines=[i])
+
+        fan_out(self.clients, stop)
+        names = [p.name for p in live]
+        self._retired.update(names)
+        for line in self.logs.drain(names):
+            self.display.line(line.prefixed())
+        self.logs.forget(names)
+        self.start_servers([s for s in self._require_plan().servers if s.host in hosts],
+                           attempt)
+
+    def _stop_trainers(self) -> None:
+        """Stop the trainers of the attempt under way on every host, leaving the servers and
+        the job's shared memory; their logs are read to the end."""
+        assert self.manifest is not None
+        live = [p for p in self.manifest.live_procs() if p.role == "trainer"]
+        per_host = [{p.name: p.pgid for p in live if p.host == i} for i in range(len(self.hosts))]
+        fan_out(self.clients, lambda i, c: c.stop(self.job_id, per_host[i],
+                                                  grace=self.cluster.timeout, keep_shm=True)
+                if per_host[i] else None)
+        names = [p.name for p in live]
+        self._retired.update(names)
+        for line in self.logs.drain(names):
+            self.display.line(line.prefixed())
+        self.logs.forget(names)
 
     def teardown(self) -> None:
         """Stop every recorded process group on every host and remove shared memory."""

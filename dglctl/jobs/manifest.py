@@ -77,6 +77,7 @@ class ProcRecord:
     pgid: int
     log: str
     port: int | None = None
+    attempt: int = 0  # the job's attempt that started it (trainers restart; 0: the first)
 
 
 @dataclass
@@ -116,6 +117,11 @@ class JobManifest:
     # The resolved cluster (ClusterConfig.record()): what reaches the hosts from any folder,
     # whatever became of the YAML since. None in manifests written before it was kept.
     cluster_record: dict[str, Any] | None = None
+    # The attempt under way (0: the first; each restart of the trainers adds one) and each
+    # ended attempt's record: number, start and end times, cause, root cause process, how it
+    # ended, its exception and the point it failed at (what 'status' shows).
+    attempt: int = 0
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The record as this copy last read or wrote it: what tells its own changes apart.
@@ -171,13 +177,23 @@ class JobManifest:
                 JobState.STARTING, JobState.RUNNING):
             self.state = now.state  # 'dglctl stop' ran meanwhile: the launcher must see it
 
-    def procs_on(self, host: int) -> dict[str, int]:
-        """Name -> process group of the job's processes on host ``host``."""
-        return {p.name: p.pgid for p in self.procs if p.host == host}
+    def live_procs(self) -> list[ProcRecord]:
+        """The processes of the attempt under way: of each (role, host, rank), the one started
+        last (a restarted trainer replaces its earlier attempts' process)."""
+        newest: dict[tuple[str, int, int], ProcRecord] = {}
+        for p in self.procs:
+            newest[(p.role, p.host, p.rank)] = p
+        return [p for p in self.procs if newest[(p.role, p.host, p.rank)] is p]
 
-    def procs_per_host(self) -> list[dict[str, int]]:
+    def procs_on(self, host: int, live: bool = False) -> dict[str, int]:
+        """Name -> process group of the job's processes on host ``host`` (with ``live``, only
+        those of the attempt under way)."""
+        procs = self.live_procs() if live else self.procs
+        return {p.name: p.pgid for p in procs if p.host == host}
+
+    def procs_per_host(self, live: bool = False) -> list[dict[str, int]]:
         """``procs_on`` of every host, in host order."""
-        return [self.procs_on(i) for i in range(len(self.hosts))]
+        return [self.procs_on(i, live) for i in range(len(self.hosts))]
 
     @classmethod
     def load(cls, job_id: str) -> JobManifest:

@@ -21,8 +21,9 @@ from .manifest import JobManifest, ProcRecord
 
 
 def probe_job(clients: Sequence[AgentClient], manifest: JobManifest) -> dict[str, ProcState]:
-    """The state of every recorded process of the job, from every host at once."""
-    return probe_hosts(clients, manifest.job_id, manifest.procs_per_host())
+    """The state of every process of the job's attempt under way, from every host at once
+    (the processes of earlier attempts have ended: their attempt's record says how)."""
+    return probe_hosts(clients, manifest.job_id, manifest.procs_per_host(live=True))
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,13 @@ class LogStream:
         self.procs[proc.name] = proc
         self.offsets.setdefault(proc.name, 0)
         self.pending.setdefault(proc.name, "")
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Stop following the named logs (processes of an ended attempt, read to the end)."""
+        for name in names:
+            for table in (self.procs, self.offsets, self.pending, self.chunks):
+                table.pop(name, None)  # type: ignore[attr-defined]
+            self.unread.discard(name)
 
     def label(self, proc: ProcRecord) -> str:
         """``[host role rank]`` of a tracked process."""

@@ -12,7 +12,7 @@ interface of the host's data address (``hosts/netif.py`` says why).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,30 @@ class ProcSpec:
     def public_env(self) -> dict[str, str]:
         """The env without the job token (what may be printed)."""
         return {k: v for k, v in self.env.items() if k != TOKEN_VAR}
+
+
+ATTEMPT_SUFFIX = "-attempt"  # trainer-1-0 restarted the first time: trainer-1-0-attempt1
+
+
+def first_attempt_name(name: str) -> str:
+    """The name the process of ``name`` had in the job's first attempt (``attempt_spec``)."""
+    return name.split(ATTEMPT_SUFFIX, 1)[0]
+
+
+def attempt_spec(spec: ProcSpec, attempt: int) -> ProcSpec:
+    """``spec`` (a process of the first attempt) as started for attempt ``attempt`` (>= 1) of
+    a restarted job: its own name (so its log, exit status and error file are its own), and
+    for a trainer ``TORCHELASTIC_RESTART_COUNT``; the same rank, host and command."""
+    if attempt == 0:
+        return spec
+    name = f"{spec.name}{ATTEMPT_SUFFIX}{attempt}"
+    env = dict(spec.env)
+    if "TORCHELASTIC_RESTART_COUNT" in env:
+        env["TORCHELASTIC_RESTART_COUNT"] = str(attempt)
+    if "TORCHELASTIC_ERROR_FILE" in env:
+        folder = env["TORCHELASTIC_ERROR_FILE"].rsplit("/", 1)[0]
+        env["TORCHELASTIC_ERROR_FILE"] = f"{folder}/{name}.error.json"
+    return replace(spec, name=name, env=env)
 
 
 @dataclass(frozen=True)
@@ -244,14 +268,14 @@ def runtime_environ(cluster: ClusterConfig, **job: Any) -> dict[str, str]:
 
 def torchrun_environ(*, rank: int, local_rank: int, world: int, local_world: int, group: int,
                      groups: int, master_addr: str, master_port: int, run_id: str,
-                     error_file: str) -> dict[str, str]:
+                     error_file: str, max_restarts: int = 0) -> dict[str, str]:
     """What torchrun gives each worker, for a trainer of rank ``rank`` on host ``group``."""
     return {"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
             "LOCAL_WORLD_SIZE": str(local_world), "GROUP_RANK": str(group),
             "GROUP_WORLD_SIZE": str(groups), "ROLE_NAME": "trainer", "ROLE_RANK": str(rank),
             "ROLE_WORLD_SIZE": str(world), "MASTER_ADDR": master_addr,
             "MASTER_PORT": str(master_port), "TORCHELASTIC_RUN_ID": run_id,
-            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": str(max_restarts),
             "TORCHELASTIC_ERROR_FILE": error_file, "PYTHONUNBUFFERED": "1"}
 
 
@@ -331,7 +355,8 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
             env.update(torchrun_environ(
                 rank=rank, local_rank=local, world=world, local_world=tph, group=hp.index,
                 groups=len(plans), master_addr=master_addr, master_port=master_port,
-                run_id=job_id, error_file=f"{hp.job_dir}/{name}.error.json"))
+                run_id=job_id, error_file=f"{hp.job_dir}/{name}.error.json",
+                max_restarts=cluster.max_restarts))
             if threads is not None and "OMP_NUM_THREADS" not in cluster.env:
                 env["OMP_NUM_THREADS"] = str(threads)
             ifname = (ifnames or [None] * len(plans))[hp.index]

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..context import get_context
+from ..error_file import note_position
 from ..sampling.neighbor import set_batch_key
 from .sampler_pool import SamplerPool
 
@@ -148,6 +149,7 @@ class DistDataLoader:
         """Yield ``items``, keeping :attr:`_position` on the batch after the one yielded."""
         step = start
         for item in items:
+            note_position(epoch, step)
             step += 1
             self._position = (epoch, step)
             yield item

@@ -224,6 +224,8 @@ def sampler_dirs(job_id: str) -> list[Path]:
     return sorted(Path(tempfile.gettempdir()).glob(sampler_dir_prefix(job_id) + "*"))
 
 
-def job_files(job_id: str, root: Path | None = None) -> list[Path]:
-    """Every shared-memory file of a job on this host (all machines)."""
-    return sorted((Path(root) if root else SHM_DIR).glob(f"dglctl.{job_id}.m*"))
+def job_files(job_id: str, root: Path | None = None,
+              machine_id: int | None = None) -> list[Path]:
+    """Every shared-memory file of a job on this host (of every machine, or of one)."""
+    pattern = f"dglctl.{job_id}.m*" if machine_id is None else f"dglctl.{job_id}.m{machine_id}.*"
+    return sorted((Path(root) if root else SHM_DIR).glob(pattern))

@@ -1,0 +1,78 @@
+"""Restarting a job's trainers: the record of each failed attempt, and the rule that tells a
+bug from a fault (an attempt that fails where the attempts before it failed).
+
+``launch --max-restarts N`` (YAML ``max_restarts``) keeps the servers and starts every trainer
+again when one fails, up to N times, as torchrun does; each failed attempt is recorded in the
+job's manifest (``attempts``) with its cause, which ``status`` and ``logs --attempt K`` show.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..hosts.agent_client import ProcState
+from .observe import root_cause
+from .plan import first_attempt_name
+
+# Attempts that fail at one point (an exception of the same type, raised at the same line, on
+# the same batch) in a row: the failure is the script's, and restarting it again cannot help.
+SAME_POINT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed check of a job's processes found: the failed processes, the message
+    (root cause first, with the last lines of its log) and the result to record."""
+
+    failed: Sequence[ProcState]
+    message: str
+    result: dict[str, Any]
+
+
+def failure_point(state: ProcState) -> str | None:
+    """Where a process failed, in words: its exception's type, the line that raised it and
+    the batch the loaders were on (not the exception's text, which may name a value that
+    differs each time); None when it recorded no exception (killed, OOM, lost)."""
+    error = state.error or {}
+    if not error.get("message"):
+        return None
+    kind = str(error["message"]).split(":", 1)[0]
+    where = f" at {error['file']}:{error['line']}" if error.get("file") else ""
+    at = error.get("at")
+    batch = f", epoch {at['epoch']} batch {at['batch']}" if isinstance(at, dict) else ""
+    return f"{kind}{where}{batch}"
+
+
+def attempt_record(attempt: int, started: float, failure: Failure) -> dict[str, Any]:
+    """The manifest's record of a failed attempt: its number, start and end, the cause's
+    first line, the process that failed first and how, its exception, the point it failed
+    at (:func:`failure_point`), and the whole failure message (``report``)."""
+    first = root_cause(failure.failed)
+    return {
+        "process": first_attempt_name(first.name),
+        "attempt": attempt,
+        "started": started,
+        "ended": first.ended if first.ended is not None else time.time(),
+        "cause": failure.message.splitlines()[0],
+        "root_cause": failure.result.get("root_cause"),
+        "how": failure.result.get("how"),
+        "exception": failure.result.get("exception"),
+        "point": failure_point(first),
+        "report": failure.message,
+    }
+
+
+def repeated_point(attempts: Sequence[dict[str, Any]]) -> str | None:
+    """The point the last :data:`SAME_POINT_ATTEMPTS` attempts all failed at (the same
+    process, exception type, line and batch), else None."""
+    last = attempts[-SAME_POINT_ATTEMPTS:]
+    if len(last) < SAME_POINT_ATTEMPTS:
+        return None
+    points = {(a.get("process"), a.get("point")) for a in last}
+    if len(points) != 1:
+        return None
+    (root, point), = points
+    return None if point is None else f"{root}: {point}"
