@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +21,7 @@ from runtime import checkpoint as ckpt
 from runtime.errors import CheckpointError
 from runtime.split import trainer_share
 from tests.conftest import TIMEOUT
-from tests.runtime.conftest import terminate_groups
+from tests.runtime.conftest import REPO, terminate_groups
 
 
 @pytest.fixture(autouse=True)
@@ -406,6 +408,7 @@ def test_two_trainers_save_each_row_once_and_restore_it(cluster, tmp_path):
         np.testing.assert_array_equal(sparse[r]["emb_states"]["emb"]["ids"].numpy(), ids[r])
 
 
+@pytest.mark.unit
 def test_random_generators_are_restored_by_the_same_world(tmp_path):
     """After a load, torch's, numpy's and Python's generators draw what they drew right after
     the save (dropout and shuffles of a resumed run match the uninterrupted run's)."""
@@ -431,3 +434,55 @@ def test_random_generators_are_restored_by_the_same_world(tmp_path):
     torch.manual_seed(0)
     ckpt.load_latest(tmp_path, model=model, rng=False)
     assert draws() != after_save
+
+
+_SAVING_LOOP = textwrap.dedent("""
+    import sys
+    import torch
+    from runtime import checkpoint as ckpt
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1024, 1024)  # 4 MiB of weights: a save takes a while
+    opt = torch.optim.Adam(model.parameters())
+    step = 0
+    while True:
+        step += 1
+        with torch.no_grad():
+            model.weight.fill_(float(step))
+        ckpt.save(sys.argv[1], step, model=model, optimizer=opt, extra={"step": step})
+        print(step, flush=True)
+""")
+
+
+@pytest.mark.multiprocess
+def test_sigkill_at_any_moment_of_a_save_leaves_a_whole_checkpoint(tmp_path):
+    """A trainer SIGKILLed while it saves, at five moments: each time the newest checkpoint
+    that loads is whole (its weights are those of its step) and no older than the last save
+    that returned; the next save removes what the killed one left."""
+    script = tmp_path / "saving.py"
+    script.write_text(_SAVING_LOOP)
+    folder = tmp_path / "ckpt"
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "PYTHONPATH": str(REPO)}
+    rng = np.random.default_rng(0)
+    for attempt in range(5):
+        proc = subprocess.Popen([sys.executable, str(script), str(folder)], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            done = [int(proc.stdout.readline()) for _ in range(2)]  # two saves returned
+            time.sleep(float(rng.uniform(0, 0.3)))  # then somewhere in a later one
+            proc.kill()
+            rest = proc.communicate(timeout=TIMEOUT)[0].split()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(TIMEOUT)
+        returned = max(done + [int(s) for s in rest])
+        model = torch.nn.Linear(1024, 1024)
+        got = ckpt.load_latest(folder, model=model, optimizer=torch.optim.Adam(
+            model.parameters()))
+        assert got is not None and got.step >= returned, (attempt, returned)
+        assert got.extra == {"step": got.step}
+        assert torch.equal(model.weight, torch.full((1024, 1024), float(got.step)))
+    # What the kills left (a .tmp folder, a moved-aside old one) goes with the next save.
+    ckpt.save(folder, 10_000, extra={"step": 10_000})
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
