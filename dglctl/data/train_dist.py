@@ -4,11 +4,16 @@ Only the imports differ from DGL's version: ``runtime`` stands in for ``dgl.dist
 Run it through ``dglctl launch examples/train_dist.py --graph-name NAME ...`` on a cluster,
 or directly (standalone mode) on a 1-part partition:
 ``python examples/train_dist.py --graph-name demo --part-config parts1/demo.json``.
+
+With ``--checkpoint-dir DIR`` it saves a checkpoint every ``--checkpoint-every`` steps and, when
+started again with the same arguments, goes on from the newest one: the resumed run ends with
+the model the uninterrupted run would have had (rank 0 prints its ``model checksum``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 
 import numpy as np
@@ -19,7 +24,7 @@ import torch.optim as optim
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 import runtime as dgl_distributed  # was: import dgl.distributed as dgl_distributed
-from runtime import NID, DistDataLoader, DistGraph, NeighborSampler, node_split
+from runtime import NID, DistDataLoader, DistGraph, NeighborSampler, checkpoint, node_split
 from runtime.nn import SAGE
 
 
@@ -63,6 +68,14 @@ def evaluate(g, model, nids, sampler, batch_size):
     return (correct[0] / correct[1].clamp(min=1)).item()
 
 
+def model_checksum(model):
+    """sha256 (hex) of ``model``'s state_dict tensors, in key order: equal bits, equal sum."""
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def main(args):
     # initialize distributed contexts
     dgl_distributed.initialize(args.ip_config)
@@ -100,14 +113,36 @@ def main(args):
     loss_fcn = nn.CrossEntropyLoss()
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
 
+    # Resume from the newest checkpoint, if any. Only here, once everything is built: it
+    # restores the random generators as they were after the saved step, so nothing may draw
+    # from them between this load and the first resumed step (building the model does).
+    global_step = 0  # optimizer steps, across epochs
+    losses = []  # the current epoch's, so far
+    if args.checkpoint_dir:
+        ckpt = checkpoint.load_latest(args.checkpoint_dir, model=model, optimizer=optimizer)
+        if ckpt is not None:
+            dataloader.load_state_dict(ckpt.extra["loader"])
+            global_step, losses = ckpt.extra["step"], ckpt.extra["losses"]
+            if rank == 0:
+                at = ckpt.extra["loader"]
+                print(f"resumed from checkpoint step {global_step} (epoch {at['epoch']}, "
+                      f"batch {at['step']})", flush=True)
+    resume_at = dataloader.state_dict()
+    if args.checkpoint_dir and rank == 0:
+        print(f"training from step {global_step}", flush=True)  # bench/restart_bench.py times it
+
     # training loop
-    for epoch in range(args.num_epochs):
+    for epoch in range(resume_at["epoch"], args.num_epochs):
+        # The resumed epoch's batches are numbered from where it resumes, as in the
+        # uninterrupted run (``--max-steps`` counts them).
+        first = resume_at["step"] if epoch == resume_at["epoch"] else 0
+        if first == 0:
+            losses = []
         t0 = time.perf_counter()
         times = {"sample": 0.0, "fetch": 0.0, "forward": 0.0, "backward": 0.0, "allreduce": 0.0}
-        losses = []
         tick = time.perf_counter()
         with model.join():
-            for step, blocks in enumerate(dataloader):
+            for step, blocks in enumerate(dataloader, start=first):
                 if args.max_steps and step >= args.max_steps:
                     break
                 t1 = time.perf_counter()
@@ -129,6 +164,17 @@ def main(args):
                 times["backward"] += t4 - t3 - allreduce
                 times["allreduce"] += allreduce
                 losses.append(loss.item())
+                global_step += 1
+                if args.checkpoint_dir and global_step % args.checkpoint_every == 0:
+                    # The loader's state names the next batch: a resumed run starts there.
+                    t_save = time.perf_counter()
+                    checkpoint.save(args.checkpoint_dir, global_step, model=model,
+                                    optimizer=optimizer,
+                                    extra={"loader": dataloader.state_dict(),
+                                           "step": global_step, "losses": losses})
+                    if rank == 0:
+                        print(f"checkpoint step {global_step} saved in "
+                              f"{time.perf_counter() - t_save:.3f}s", flush=True)
                 tick = time.perf_counter()
         epoch_time = time.perf_counter() - t0
         val_acc = (float("nan") if args.no_eval
@@ -141,6 +187,8 @@ def main(args):
         test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size)
         if rank == 0:
             print(f"test accuracy {test_acc:.4f}", flush=True)
+    if rank == 0:
+        print(f"model checksum {model_checksum(model.module)}", flush=True)
     th.distributed.destroy_process_group()
 
 
@@ -159,7 +207,14 @@ def parse_args(argv=None):
     p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many "
                    "steps (0: all); benchmarks use it")
     p.add_argument("--no-eval", action="store_true", help="skip validation/test (benchmarks)")
-    return p.parse_args(argv)
+    p.add_argument("--checkpoint-dir", default=None, help="save checkpoints there and resume "
+                   "from the newest one at start (default: no checkpoints)")
+    p.add_argument("--checkpoint-every", type=int, default=100,
+                   help="optimizer steps (counted across epochs) between checkpoints")
+    args = p.parse_args(argv)
+    if args.checkpoint_every < 1:
+        p.error(f"--checkpoint-every {args.checkpoint_every}: must be >= 1")
+    return args
 
 
 if __name__ == "__main__":

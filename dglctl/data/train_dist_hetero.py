@@ -5,12 +5,15 @@ Classifies ``paper`` nodes of a graph with ``paper`` and ``author`` nodes (``dgl
 per destination type (``runtime.nn.HeteroConv``). Seeds, blocks and features are per type.
 
 ``dglctl launch examples/train_dist_hetero.py -- --graph-name NAME`` or standalone with
-``--part-config`` of a 1-part partition.
+``--part-config`` of a 1-part partition. With ``--checkpoint-dir DIR`` it saves a checkpoint
+every ``--checkpoint-every`` steps and, when started again with the same arguments, goes on
+from the newest one; rank 0 ends with the final ``model checksum``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 
@@ -20,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import runtime
-from runtime import NID, DistDataLoader, DistGraph, NeighborSampler, node_split
+from runtime import NID, DistDataLoader, DistGraph, NeighborSampler, checkpoint, node_split
 from runtime.nn import HeteroConv, SAGEConv
 
 TARGET = "paper"
@@ -71,6 +74,14 @@ def accuracy(g, model, nids, sampler, batch_size) -> float:
     return (correct[0] / correct[1].clamp(min=1)).item()
 
 
+def model_checksum(model) -> str:
+    """sha256 (hex) of ``model``'s state_dict tensors, in key order: equal bits, equal sum."""
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def main(args):
     runtime.initialize(args.ip_config)
     th.distributed.init_process_group(backend="gloo")
@@ -91,9 +102,26 @@ def main(args):
     opt = th.optim.Adam(model.parameters(), lr=args.lr)
     loader = DistDataLoader(train_nid.numpy(), args.batch_size, shuffle=True, seed=args.seed,
                             collate_fn=lambda s: sampler.sample_blocks({TARGET: s}))
-    for epoch in range(args.num_epochs):
+    # Resume from the newest checkpoint, if any. Only here, once everything is built: it
+    # restores the random generators as they were after the saved step, so nothing may draw
+    # from them between this load and the first resumed step (building the model does).
+    global_step = 0  # optimizer steps, across epochs
+    losses = []  # the current epoch's, so far
+    if args.checkpoint_dir:
+        ckpt = checkpoint.load_latest(args.checkpoint_dir, model=model, optimizer=opt)
+        if ckpt is not None:
+            loader.load_state_dict(ckpt.extra["loader"])
+            global_step, losses = ckpt.extra["step"], ckpt.extra["losses"]
+            if rank == 0:
+                at = ckpt.extra["loader"]
+                print(f"resumed from checkpoint step {global_step} (epoch {at['epoch']}, "
+                      f"batch {at['step']})", flush=True)
+    resume_at = loader.state_dict()
+
+    for epoch in range(resume_at["epoch"], args.num_epochs):
+        if epoch != resume_at["epoch"] or resume_at["step"] == 0:
+            losses = []
         t0 = time.perf_counter()
-        losses = []
         with model.join():
             for blocks in loader:
                 x, y = load_inputs(g, blocks)
@@ -102,6 +130,12 @@ def main(args):
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
+                global_step += 1
+                if args.checkpoint_dir and global_step % args.checkpoint_every == 0:
+                    # The loader's state names the next batch: a resumed run starts there.
+                    checkpoint.save(args.checkpoint_dir, global_step, model=model, optimizer=opt,
+                                    extra={"loader": loader.state_dict(), "step": global_step,
+                                           "losses": losses})
         val = accuracy(g, model.module, val_nid, sampler, args.batch_size)
         if rank == 0:
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val:.4f}, "
@@ -109,6 +143,7 @@ def main(args):
     test = accuracy(g, model.module, test_nid, sampler, args.batch_size)
     if rank == 0:
         print(f"test accuracy {test:.4f}", flush=True)
+        print(f"model checksum {model_checksum(model.module)}", flush=True)
     th.distributed.destroy_process_group()
 
 
@@ -127,7 +162,14 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--dropout", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--checkpoint-dir", default=None, help="save checkpoints there and resume "
+                   "from the newest one at start (default: no checkpoints)")
+    p.add_argument("--checkpoint-every", type=int, default=100,
+                   help="optimizer steps (counted across epochs) between checkpoints")
+    args = p.parse_args(argv)
+    if args.checkpoint_every < 1:
+        p.error(f"--checkpoint-every {args.checkpoint_every}: must be >= 1")
+    return args
 
 
 if __name__ == "__main__":

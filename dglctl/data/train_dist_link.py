@@ -7,12 +7,16 @@ updates are applied by the machine that owns each row. Rank 0 prints the loss pe
 the validation AUC (positive held-out edges against uniform negatives).
 
 Run through ``dglctl launch examples/train_dist_link.py -- --graph-name NAME`` or standalone
-with ``--part-config`` of a 1-part partition.
+with ``--part-config`` of a 1-part partition. With ``--checkpoint-dir DIR`` it saves a checkpoint
+(model, optimizers, the embedding table) every ``--checkpoint-every`` steps and, when started
+again with the same arguments, goes on from the newest one; rank 0 ends with the final
+``model checksum``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 
 import numpy as np
@@ -20,7 +24,7 @@ import torch as th
 import torch.nn.functional as F
 
 import runtime
-from runtime import NID, DistEmbedding, DistGraph, NeighborSampler
+from runtime import NID, DistEmbedding, DistGraph, NeighborSampler, checkpoint
 from runtime.loader.edge_dataloader import DistEdgeDataLoader
 from runtime.nn import SAGE
 from runtime.optim import SparseAdam
@@ -32,6 +36,14 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     ranks = np.empty(len(scores))
     ranks[np.argsort(scores, kind="stable")] = np.arange(1, len(scores) + 1)
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def model_checksum(model) -> str:
+    """sha256 (hex) of ``model``'s state_dict tensors, in key order: equal bits, equal sum."""
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def main(args):
@@ -66,11 +78,32 @@ def main(args):
 
     def score(h, pair):
         s, d = pair.edges()
-        return (h[s] * h[d]).sum(1)
+        # index_select, not h[s]: the gradient of h[s] is summed by a multi-threaded
+        # index_put_ in no fixed order on the CPU, index_select's in a fixed one, so that two
+        # runs (a resumed one and the uninterrupted one) end with the same bits.
+        return (h.index_select(0, s) * h.index_select(0, d)).sum(1)
 
-    for epoch in range(args.num_epochs):
+    # Resume from the newest checkpoint, if any. Only here, once everything is built: it
+    # restores the random generators as they were after the saved step, so nothing may draw
+    # from them between this load and the first resumed step (the embedding's init does).
+    global_step = 0  # optimizer steps, across epochs
+    losses = []  # the current epoch's, so far
+    if args.checkpoint_dir:
+        ckpt = checkpoint.load_latest(args.checkpoint_dir, model=model, optimizer=opt,
+                                      sparse_optimizers=[emb_opt], embeddings=[emb])
+        if ckpt is not None:
+            loader.load_state_dict(ckpt.extra["loader"])
+            global_step, losses = ckpt.extra["step"], ckpt.extra["losses"]
+            if rank == 0:
+                at = ckpt.extra["loader"]
+                print(f"resumed from checkpoint step {global_step} (epoch {at['epoch']}, "
+                      f"batch {at['step']})", flush=True)
+    resume_at = loader.state_dict()
+
+    for epoch in range(resume_at["epoch"], args.num_epochs):
+        if epoch != resume_at["epoch"] or resume_at["step"] == 0:
+            losses = []
         t0 = time.perf_counter()
-        losses = []
         with model.join():
             for _, pos, neg, blocks in loader:
                 h = embed(blocks)
@@ -83,10 +116,19 @@ def main(args):
                 opt.step()
                 emb_opt.step()
                 losses.append(loss.item())
+                global_step += 1
+                if args.checkpoint_dir and global_step % args.checkpoint_every == 0:
+                    # The loader's state names the next batch: a resumed run starts there.
+                    checkpoint.save(args.checkpoint_dir, global_step, model=model, optimizer=opt,
+                                    sparse_optimizers=[emb_opt], embeddings=[emb],
+                                    extra={"loader": loader.state_dict(), "step": global_step,
+                                           "losses": losses})
         val = evaluate(g, embed, sampler, np.flatnonzero(val_mask), rank, world, args)
         if rank == 0:
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val AUC {val:.4f}, "
                   f"time {time.perf_counter() - t0:.2f}s", flush=True)
+    if rank == 0:
+        print(f"model checksum {model_checksum(model.module)}", flush=True)
     th.distributed.destroy_process_group()
 
 
@@ -131,7 +173,14 @@ def parse_args(argv=None):
     p.add_argument("--num-negs", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--checkpoint-dir", default=None, help="save checkpoints there and resume "
+                   "from the newest one at start (default: no checkpoints)")
+    p.add_argument("--checkpoint-every", type=int, default=100,
+                   help="optimizer steps (counted across epochs) between checkpoints")
+    args = p.parse_args(argv)
+    if args.checkpoint_every < 1:
+        p.error(f"--checkpoint-every {args.checkpoint_every}: must be >= 1")
+    return args
 
 
 if __name__ == "__main__":

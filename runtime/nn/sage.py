@@ -136,7 +136,7 @@ class SAGEConv(nn.Module):
             msg = h_src
         index = dst.to(msg.device)
         if agg == "pool":
-            gathered = msg[src.to(msg.device)]
+            gathered = msg.index_select(0, src.to(msg.device))
             out = msg.new_zeros((num_dst, msg.shape[1]))
             idx = index.unsqueeze(1).expand_as(gathered)
             h_neigh = out.scatter_reduce(0, idx, gathered, reduce="amax", include_self=False)
@@ -166,7 +166,10 @@ class SAGEConv(nn.Module):
 def _sum_neighbours(block: Block, msg: torch.Tensor, num_dst: int, src: torch.Tensor,
                     dst: torch.Tensor) -> torch.Tensor:
     """Sum of each destination's in-neighbour messages: a sparse CSR matmul on CPU (2.4x
-    faster than gather + index_add, and no (edges x features) temporary), else index_add."""
+    faster than gather + index_add, and no (edges x features) temporary), else index_add.
+    The gather is ``index_select``, not ``msg[src]``: the gradient of the latter is summed by
+    a multi-threaded index_put_ in no fixed order on the CPU, so two runs (an uninterrupted
+    one and one resumed from a checkpoint) would not end with the same bits."""
     if msg.device.type == "cpu" and block.is_homogeneous() and len(src):
         crow, col, _ = block.csr()
         with warnings.catch_warnings():
@@ -175,7 +178,7 @@ def _sum_neighbours(block: Block, msg: torch.Tensor, num_dst: int, src: torch.Te
                                           (num_dst, msg.shape[0]))
             return adj @ msg
     out = msg.new_zeros((num_dst, msg.shape[1]))
-    return out.index_add(0, dst.to(msg.device), msg[src.to(msg.device)])
+    return out.index_add(0, dst.to(msg.device), msg.index_select(0, src.to(msg.device)))
 
 
 class SAGE(nn.Module):
