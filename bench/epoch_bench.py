@@ -39,7 +39,7 @@ def parse_epoch_line(line: str) -> dict[str, Any]:
 def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: int,
               batch_size: int = 1000, fan_out: str = "10,25", num_hidden: int = 64,
               num_samplers: int = 0, omp_threads: int = 1,
-              timeout: float = 900.0) -> dict[str, Any]:
+              timeout: float = 900.0, extra_args: list[str] | None = None) -> dict[str, Any]:
     """One epoch of examples/train_dist.py (``--max-steps``) on ``hosts`` loopback machines
     (127.0.0.1 ...), one server and one trainer each, started directly (no launcher).
 
@@ -48,7 +48,7 @@ def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: i
     machine's 2). Several threads per trainer on a shared 2-core machine made the epoch time
     vary 2x from run to run (a busy core stalls every parallel region). Returns rank 0's epoch
     time and split, the seeds of the whole epoch (``hosts * steps_per_trainer * batch_size``)
-    and seeds/s, and the start-to-finish seconds.
+    and seeds/s, and the start-to-finish seconds. ``extra_args`` go to the example too.
     """
     ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
     servers = Servers(part_config, 1, work, ips=ips)
@@ -65,7 +65,7 @@ def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: i
                 [sys.executable, "examples/train_dist.py", "--graph-name", "bench",
                  "--num-epochs", "1", "--batch-size", str(batch_size), "--fan-out", fan_out,
                  "--num-hidden", str(num_hidden), "--max-steps", str(steps_per_trainer),
-                 "--no-eval"],
+                 "--no-eval", *(extra_args or [])],
                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=timeout) for p in trainers]
     finally:

@@ -36,11 +36,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 import torch.distributed as dist
+import xxhash
 
 from partitioner.format import file_checksum
 
@@ -262,13 +263,30 @@ def _barrier(world: int) -> None:
 
 
 def _write(folder: Path, name: str, obj: Any) -> dict[str, Any]:
-    """torch.save ``obj`` to ``folder/name``, durably; its size and checksum."""
+    """torch.save ``obj`` to ``folder/name``, durably; its size and checksum (xxh3-128 of the
+    bytes as they are written: reading the file back cost a fifth of the save)."""
     path = folder / name
     with open(path, "wb") as f:
-        torch.save(obj, f)
+        hashed = _HashingWriter(f)
+        torch.save(obj, cast(IO[bytes], hashed))  # torch.save only writes and flushes
         f.flush()
         os.fsync(f.fileno())
-    return {"size": path.stat().st_size, "xxh3_128": file_checksum(path)}
+    return {"size": path.stat().st_size, "xxh3_128": hashed.digest.hexdigest()}
+
+
+class _HashingWriter:
+    """A write-only file that hashes what goes through it (what ``torch.save`` writes to)."""
+
+    def __init__(self, f: io.BufferedWriter) -> None:
+        self.f = f
+        self.digest = xxhash.xxh3_128()
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
