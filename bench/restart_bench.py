@@ -16,6 +16,7 @@ Three figures, each against a baseline measured in the same run:
      step.
 
     python -m bench.restart_bench [--nodes N] [--part checkpoint|epoch|failure|all]
+    python -m bench.restart_bench --smoke --json   # every figure on a 20k-node graph (tests)
 """
 
 from __future__ import annotations
@@ -104,13 +105,21 @@ def checkpoint_figure(part_config: Path, work: Path, repeat: int) -> dict[str, A
                          text=True).stdout
     r = json.loads(out.strip().splitlines()[-1])
     med = {k: statistics.median(r[k]) for k in ("save_s", "load_s", "plain_s")}
-    print(f"checkpoint of {r['nodes']:,} nodes (SAGE + Adam, DistEmbedding {r['nodes']:,} x 64 "
+    say(f"checkpoint of {r['nodes']:,} nodes (SAGE + Adam, DistEmbedding {r['nodes']:,} x 64 "
           f"+ SparseAdam): {r['bytes'] / 2**20:.0f} MiB (plain torch.save "
           f"{r['plain_bytes'] / 2**20:.0f} MiB)")
-    print(f"  save {med['save_s']:.2f}s (runs {_fmt(r['save_s'])}), load {med['load_s']:.2f}s "
+    say(f"  save {med['save_s']:.2f}s (runs {_fmt(r['save_s'])}), load {med['load_s']:.2f}s "
           f"(runs {_fmt(r['load_s'])}); plain torch.save {med['plain_s']:.2f}s: save / plain = "
           f"{med['save_s'] / med['plain_s']:.2f}x")
     return {**r, "median": med}
+
+
+def say(text: str) -> None:
+    """A line of the report: on stdout, or on stderr with ``--json`` (stdout is the JSON)."""
+    print(text, file=sys.stderr if _JSON else sys.stdout, flush=True)
+
+
+_JSON = False
 
 
 def _fmt(values: list[float]) -> str:
@@ -130,7 +139,7 @@ def epoch_figure(part_config: Path, work: Path, steps: int, repeat: int) -> dict
                           extra_args=extra)
             times[kind].append(r["epoch_s"])
     none, every = statistics.median(times["none"]), statistics.median(times["every100"])
-    print(f"epoch of {steps} steps per trainer, 2 machines: without checkpoints {none:.2f}s "
+    say(f"epoch of {steps} steps per trainer, 2 machines: without checkpoints {none:.2f}s "
           f"(runs {_fmt(times['none'])}), --checkpoint-every 100 {every:.2f}s "
           f"(runs {_fmt(times['every100'])}): {100 * (every / none - 1):+.1f}% "
           "(goal: under +3%)")
@@ -194,11 +203,11 @@ def _trainer_pid(work: Path, name: str) -> int:
 
 
 def failure_figure(part_config: Path, work: Path, steps: int, every: int,
-                   timeout: float) -> dict[str, Any]:
+                   timeout: float, batch_size: int = 1000) -> dict[str, Any]:
     """Time lost to one SIGKILLed trainer against a fresh launch (figure 3)."""
     cluster = local_cluster_file(work / "restart-cluster.yaml", hosts=2)
     base = ["--graph-name", "bench", "--num-epochs", "1", "--max-steps", str(steps),
-            "--no-eval", "--checkpoint-every", str(every)]
+            "--batch-size", str(batch_size), "--no-eval", "--checkpoint-every", str(every)]
     # A fresh launch, to its first step (the first checkpoint line comes after `every` steps;
     # the first step is taken when the example prints that it starts training).
     t0 = time.monotonic()
@@ -235,7 +244,7 @@ def failure_figure(part_config: Path, work: Path, steps: int, every: int,
         raise RuntimeError(f"the restarted job failed ({code}):\n{out[-3000:]}")
     redone = killed - saved[0] if saved else float("nan")
     lost = resumed - killed + redone
-    print(f"one trainer SIGKILLed (checkpoints every {every} steps): from the kill to the next "
+    say(f"one trainer SIGKILLed (checkpoints every {every} steps): from the kill to the next "
           f"attempt's first step {resumed - killed:.1f}s, work redone since the checkpoint "
           f"{redone:.1f}s: {lost:.1f}s lost; a fresh launch to its first step {fresh:.1f}s "
           f"(lost / fresh = {lost / fresh:.2f}x)")
@@ -254,7 +263,14 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=20, help="checkpoint every (failure figure)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--smoke", action="store_true",
+                    help="every figure on a 20k-node graph, once (the test suite's run)")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
+    global _JSON
+    _JSON = args.json
+    if args.smoke:
+        args.nodes, args.steps, args.repeat, args.every = 20_000, 12, 1, 4
     from partitioner.generate import generate_graph
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-restart-"))
@@ -269,9 +285,11 @@ def main() -> int:
         results["epoch"] = epoch_figure(parts[2], work, args.steps, args.repeat)
     if args.part in ("failure", "all"):
         results["failure"] = failure_figure(parts[2], work, 6 * args.every, args.every,
-                                            args.timeout)
+                                            args.timeout, 100 if args.smoke else 1000)
     saved.write_text(json.dumps(results, indent=1))
-    print(f"results: {saved}")
+    say(f"results: {saved}")
+    if args.json:
+        print(json.dumps(results))
     return 0
 
 
