@@ -120,7 +120,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, {len(m.hosts)} hosts)")
     if alive:
         display.result(said)
-    if m.attempts or max_restarts:
+    if max_restarts:  # (a job without restarts has one attempt: its cause is said above)
         _say_attempts(display, m, max_restarts, alive)
     if m.result.get("cause") and state in (JobState.FAILED, JobState.STOPPED):
         phase = m.result.get("phase")

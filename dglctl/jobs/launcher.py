@@ -109,6 +109,9 @@ class Launcher:
             display.info(f"warning: the project {self.project.root} is "
                          f"{human_bytes(self.project.bytes)} ({len(self.project.files)} files), "
                          f"shipped to every host; list what they do not need in {IGNORE_FILE}")
+        if opts.detach and cluster.max_restarts:
+            display.info(f"warning: max_restarts {cluster.max_restarts} does not apply to a "
+                         "detached job: restarts are the supervising launcher's work")
         self.transports = [transport_factory(h, cluster) for h in self.hosts]
         self.clients = [AgentClient(t) for t in self.transports]
         self.plan: JobPlan | None = None
