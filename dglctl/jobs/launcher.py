@@ -33,7 +33,7 @@ from .plan import JobPlan, LaunchOptions, ProcSpec, attempt_spec, plan_job, sele
 from .preflight import ask_hosts, bytes_to_copy, judge, learn_addresses, preflight_ports
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_output
 from .renewer import LeaseRenewer
-from .restarts import Failure, attempt_record, repeated_point
+from .restarts import SAME_POINT_ATTEMPTS, Failure, attempt_record, repeated_point
 from .stop import GRACE_SECONDS, stop_job
 from .sync import SyncResult, sync_files
 
@@ -453,9 +453,10 @@ class Launcher:
         point = repeated_point(m.attempts)
         if point is not None:
             m.result["restarts"] = m.attempt
-            first = m.attempts[-3]
+            first = m.attempts[-SAME_POINT_ATTEMPTS]
             raise JobFailed(
-                f"job {self.job_id} failed 3 times at the same point ({point}): a bug in the "
+                f"job {self.job_id} failed {SAME_POINT_ATTEMPTS} times at the same point "
+                f"({point}): a bug in the "
                 f"script, not a fault; not restarting it again ({limit - m.attempt} restart(s) "
                 f"left). The first of them, attempt {first['attempt']}:\n{first['report']}")
         self._pump_logs()
@@ -482,34 +483,30 @@ class Launcher:
         which goes with it), remove those machines' shared memory, and start them again as
         attempt ``attempt`` from the shards already on their hosts."""
         assert self.manifest is not None
-        live = [p for p in self.manifest.live_procs() if p.role == "server" and p.host in hosts]
-
-        def stop(i: int, c: AgentClient) -> None:
-            procs = {p.name: p.pgid for p in live if p.host == i}
-            if i in hosts:
-                c.stop(self.job_id, procs, grace=self.cluster.timeout,
-                       shm_dir=self.manifest.shm_dir if self.manifest else None,
-                       shm_machines=[i])
-
-        fan_out(self.clients, stop)
-        names = [p.name for p in live]
-        self._retired.update(names)
-        for line in self.logs.drain(names):
-            self.display.line(line.prefixed())
-        self.logs.forget(names)
+        shm_dir = self.manifest.shm_dir
+        self._retire([p for p in self.manifest.live_procs()
+                      if p.role == "server" and p.host in hosts],
+                     lambda host: {"shm_dir": shm_dir, "shm_machines": [host]})
         self.start_servers([s for s in self._require_plan().servers if s.host in hosts],
                            attempt)
 
     def _stop_trainers(self) -> None:
         """Stop the trainers of the attempt under way on every host, leaving the servers and
-        the job's shared memory; their logs are read to the end."""
+        the job's shared memory."""
         assert self.manifest is not None
-        live = [p for p in self.manifest.live_procs() if p.role == "trainer"]
-        per_host = [{p.name: p.pgid for p in live if p.host == i} for i in range(len(self.hosts))]
+        self._retire([p for p in self.manifest.live_procs() if p.role == "trainer"],
+                     lambda host: {"keep_shm": True})
+
+    def _retire(self, procs: list[ProcRecord],
+                shm: Callable[[int], dict[str, Any]]) -> None:
+        """Stop ``procs`` on their hosts (``shm(host)``: what the stop does with the host's
+        shared memory), read their logs to the end and stop following them; their ends are
+        not failures."""
+        per_host = [{p.name: p.pgid for p in procs if p.host == i} for i in range(len(self.hosts))]
         fan_out(self.clients, lambda i, c: c.stop(self.job_id, per_host[i],
-                                                  grace=self.cluster.timeout, keep_shm=True)
+                                                  grace=self.cluster.timeout, **shm(i))
                 if per_host[i] else None)
-        names = [p.name for p in live]
+        names = [p.name for p in procs]
         self._retired.update(names)
         for line in self.logs.drain(names):
             self.display.line(line.prefixed())

@@ -76,3 +76,12 @@ def leftovers(job_id: str) -> tuple[list, list]:
     procs = [int(p.name) for p in Path("/proc").iterdir()
              if p.name.isdigit() and environ_of(int(p.name)).get("DGLCTL_JOB_ID") == job_id]
     return procs, shm
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``dglctl ARGV`` in this process: its exit code, stdout and stderr."""
+    from dglctl.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -13,21 +13,16 @@ from pathlib import Path
 import pytest
 from click.shell_completion import ShellComplete
 
-from dglctl.cli import cli, main
+from dglctl.cli import cli
 from dglctl.jobs.manifest import HostRecord, JobManifest
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS
+from tests.dglctl.conftest import run_cli as run
 from tests.dglctl.sshd import ADDRESSES
 from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 - sshd: a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(SCRIPTS / "trainer.py")
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def port_base(cluster_path: Path) -> int:

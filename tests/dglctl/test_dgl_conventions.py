@@ -15,14 +15,9 @@ import yaml
 from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
 from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import run_cli as run
 
 SCRIPT = str(SCRIPTS / "dgl_style.py")
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _plan(argv, capsys) -> dict:

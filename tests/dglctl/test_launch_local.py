@@ -17,15 +17,10 @@ from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import run_cli as run
 
 pytestmark = pytest.mark.multiprocess
 TRAINER = str(SCRIPTS / "trainer.py")
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _job_from(text: str) -> str:

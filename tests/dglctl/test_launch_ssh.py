@@ -7,9 +7,9 @@ import sys
 import pytest
 import yaml
 
-from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
 from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import run_cli as run
 from tests.dglctl.sshd import ADDRESSES, start_sshd
 
 pytestmark = pytest.mark.ssh
@@ -44,12 +44,6 @@ def write_cluster(path, sshd, **changes):
             data[k] = v
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_three_host_launch(sshd, parts, home, tmp_path, capsys):

@@ -18,20 +18,14 @@ from pathlib import Path
 import pytest
 
 from dglctl.agent.logs import MARK, read_log, since_start, tail_lines, tail_start, utf8_cut
-from dglctl.cli import main
 from dglctl.display import use_colour
 from dglctl.jobs.manifest import JobManifest
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import run_cli as run
 
 CHATTY = str(SCRIPTS / "chatty.py")
 LINE = re.compile(r"\[(\S+) (\w+) (\d+)\] (.*)")
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def chatty_line(rank: int, i: int) -> str:

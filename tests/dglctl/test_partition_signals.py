@@ -143,9 +143,7 @@ def test_signal_as_the_output_is_committed_ends_the_run_by_the_signal(tmp_path):
         "    print('after the block', flush=True)\n"
         "print('not reached', flush=True)\n"
     )
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "p")], cwd=REPO,
-                          capture_output=True, text=True, timeout=2 * TIMEOUT,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = _run_script(script, tmp_path / "p")
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert proc.stdout == "after the block\n", proc.stdout
     assert (tmp_path / "p" / "g.json").exists()
@@ -170,11 +168,16 @@ def test_signal_whose_interrupted_is_swallowed_still_ends_the_run(tmp_path):
         "        print('swallowed', type(exc).__name__, flush=True)\n"
         "print('not reached', flush=True)\n"
     )
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "p")], cwd=REPO,
-                          capture_output=True, text=True, timeout=2 * TIMEOUT,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = _run_script(script, tmp_path / "p")
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert proc.stdout == "swallowed Interrupted\n", proc.stdout
+
+
+def _run_script(script: Path, out: Path) -> subprocess.CompletedProcess:
+    """``python SCRIPT OUT`` with the repository importable; its output."""
+    return subprocess.run([sys.executable, str(script), str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=2 * TIMEOUT,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_next_run_removes_temp_folder_of_a_killed_run(graph_npz, tmp_path, start_partition):

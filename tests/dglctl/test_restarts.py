@@ -17,19 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, leftovers
+from tests.dglctl.conftest import run_cli as run
 
 pytestmark = pytest.mark.multiprocess
 TRAINER = str(SCRIPTS / "trainer.py")
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _launch(parts, local_cluster, capsys, mode, *options):
@@ -100,7 +94,6 @@ def test_a_failure_at_the_same_point_stops_early(parts, home, local_cluster, cap
     job = list_jobs()[-1]
     assert [a["attempt"] for a in job.attempts] == [0, 1, 2]
     assert leftovers(job.job_id) == ([], [])
-
 
 
 def _wait_for(predicate, what: str):

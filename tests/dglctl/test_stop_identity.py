@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from dglctl.agent import __main__ as agent
-from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.hosts.agent_client import AgentClient, ProcStatus
 from dglctl.hosts.transport import make_transport
 from dglctl.jobs.manifest import HostRecord, JobManifest, JobState, ProcRecord, new_job_id
 from tests.conftest import TIMEOUT
+from tests.dglctl.conftest import run_cli as run
 
 pytestmark = pytest.mark.multiprocess
 SLEEP = f"import time; time.sleep({30 * TIMEOUT})"
@@ -119,12 +119,6 @@ def bystander():
     finally:
         proc.kill()
         proc.wait(TIMEOUT)
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_stop_of_a_finished_job_spares_the_new_holder_of_its_group_id(agent_job, bystander,

@@ -11,6 +11,7 @@ gradients in the same order."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -71,7 +72,7 @@ def _result(out: str) -> tuple[str, str]:
 
 def _pid(home: Path, name: str) -> int:
     (record,) = (home / "jobs").glob("*.json")
-    procs = yaml.safe_load(record.read_text())["procs"]  # JSON is YAML
+    procs = json.loads(record.read_text())["procs"]
     rec = next(p for p in procs if p["name"] == name)
     return int(Path(rec["log"]).with_suffix(".pid").read_text())
 
