@@ -63,9 +63,11 @@ class Host:
 
 def with_data_addresses(cluster: ClusterConfig, found: Mapping[str, str]) -> ClusterConfig:
     """``cluster`` with the data addresses preflight learnt (``{host name: address}``) set."""
-    hosts = tuple(replace(h, data_address=found[h.name]) if h.name in found else h
-                  for h in cluster.hosts)
-    return replace(cluster, hosts=hosts)
+    def learnt(hosts: tuple[Host, ...]) -> tuple[Host, ...]:
+        return tuple(replace(h, data_address=found[h.name]) if h.name in found else h
+                     for h in hosts)
+
+    return replace(cluster, hosts=learnt(cluster.hosts), spares=learnt(cluster.spares))
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class ClusterConfig:
     # How many times a failed attempt's trainers are started again (servers kept), as
     # torchrun's --max-restarts; 0: the first failure ends the job.
     max_restarts: int = 0
+    # Hosts that take a lost host's place (its part, its processes) when a job restarts;
+    # each is used once, in order.
+    spares: tuple[Host, ...] = ()
     # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
     # is then the --cluster file that gave the other settings, or the ip_config itself.
     ip_config: str | None = None
@@ -109,7 +114,7 @@ class ClusterConfig:
         out = asdict(self)
         out["path"] = absolute(self.path)
         out["ip_config"] = absolute(self.ip_config)
-        for h in out["hosts"]:
+        for h in [*out["hosts"], *out["spares"]]:
             for key in ("key", "known_hosts", "config"):
                 h["ssh"][key] = absolute(h["ssh"][key])
         return out
@@ -129,7 +134,7 @@ class ClusterConfig:
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
         "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt",
-        "max_restarts"}
+        "max_restarts", "spares"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
 
@@ -207,14 +212,14 @@ def _is_loopback(ip: str) -> bool:
 def check_loopback(path: str, hosts: tuple[Host, ...] | list[Host]) -> None:
     """Refuse loopback data addresses mixed with real ones: on a cluster of several machines a
     loopback address makes a host talk to itself. Only-loopback is the local cluster."""
-    known = [(i, h) for i, h in enumerate(hosts) if not h.data_address_from_host]
-    local = [(i, h) for i, h in known if _is_loopback(h.data_address)]
-    remote = [(i, h) for i, h in known if not _is_loopback(h.data_address)]
+    known = [h for h in hosts if not h.data_address_from_host]  # spares too
+    local = [h for h in known if _is_loopback(h.data_address)]
+    remote = [h for h in known if not _is_loopback(h.data_address)]
     if local and remote:
-        (i, a), (j, b) = local[0], remote[0]
+        a, b = local[0], remote[0]
         raise ConfigError(
-            f"{path}: hosts[{i}] {a.name!r} has the loopback data address {a.data_address} but "
-            f"hosts[{j}] {b.name!r} has {b.data_address}: the other hosts would reach "
+            f"{path}: host {a.name!r} has the loopback data address {a.data_address} but "
+            f"host {b.name!r} has {b.data_address}: the other hosts would reach "
             f"{a.name!r} at their own loopback",
             hint=f"set data_address of {a.name!r} to its IP on the data network (or use only "
                  "loopback addresses, for a cluster on this machine)")
@@ -297,6 +302,52 @@ def load_cluster_config(path: str | Path) -> ClusterConfig:
     return parse_cluster_config(data, str(p))
 
 
+def _host(path: str, where: str, h: Any, seen: dict[str, str], *, ssh: SSHSettings,
+          transport: str, python: str, workspace: str) -> Host:
+    """One entry of ``hosts`` or ``spares`` (at ``where``): an address, or a mapping whose
+    settings override the file's; ``seen`` (name -> where) catches a name used twice."""
+    if isinstance(h, str):
+        h = {"address": h}
+    if not isinstance(h, dict):
+        raise ConfigError(f"{path}: {where} must be an address or a mapping, got {h!r}")
+    _check_keys(path, f"{where}.", h, _HOST)
+    if "address" not in h:
+        raise ConfigError(f"{path}: {where} has no 'address'")
+    address = _address(path, f"{where}.address", h["address"])
+    data_address = _resolve(str(h.get("data_address") or address))
+    if data_address == address and transport == "ssh" and not _is_ip(address):
+        # An alias of ~/.ssh/config (address: gpu0): its HostName is the machine.
+        from .hosts.ssh_config import resolve_address
+
+        hostname = resolve_address(address, ssh.config)
+        data_address = _resolve(hostname)
+        if not _is_ip(data_address) and "data_address" not in h:
+            # A name only the cluster's DNS (or its jump host) knows: ask the host.
+            data_address = FROM_HOST
+    try:
+        if data_address != FROM_HOST:
+            ipaddress.ip_address(data_address)
+    except ValueError:
+        raise ConfigError(
+            f"{path}: {where}: {data_address!r} does not resolve to an IP address (servers "
+            "bind to the data address and ip_config.txt lists it)",
+            hint="set data_address to the host's IP on the data network") from None
+    name = _name(path, f"{where}.name", str(h.get("name", address)))
+    if name in seen:
+        raise ConfigError(f"{path}: {where} repeats host {name!r} (also {seen[name]})")
+    seen[name] = where
+    host_ssh = replace(
+        ssh,
+        user=_user(path, f"{where}.user", h.get("user", ssh.user)),
+        port=_typed(path, f"{where}.port", h["port"], int, minimum=1)
+        if h.get("port") is not None else ssh.port,
+        key=_local_path(path, f"{where}.key", h.get("key", ssh.key)),
+    )
+    return Host(address=address, name=name, data_address=data_address, ssh=host_ssh,
+                python=_python(path, f"{where}.python", h.get("python", python)),
+                workspace=_workspace(path, f"{where}.workspace", h.get("workspace", workspace)))
+
+
 def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     """Validate already-parsed YAML data."""
     if not isinstance(data, dict):
@@ -329,52 +380,16 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     if not isinstance(hosts_data, list) or not hosts_data:
         raise ConfigError(f"{path}: 'hosts' must be a non-empty list",
                           hint="e.g. hosts: [{address: 10.0.0.1}, {address: 10.0.0.2}]")
-    hosts = []
-    seen: dict[str, int] = {}
-    for i, h in enumerate(hosts_data):
-        where = f"hosts[{i}]"
-        if isinstance(h, str):
-            h = {"address": h}
-        if not isinstance(h, dict):
-            raise ConfigError(f"{path}: {where} must be an address or a mapping, got {h!r}")
-        _check_keys(path, f"{where}.", h, _HOST)
-        if "address" not in h:
-            raise ConfigError(f"{path}: {where} has no 'address'")
-        address = _address(path, f"{where}.address", h["address"])
-        data_address = _resolve(str(h.get("data_address") or address))
-        if data_address == address and transport == "ssh" and not _is_ip(address):
-            # An alias of ~/.ssh/config (address: gpu0): its HostName is the machine.
-            from .hosts.ssh_config import resolve_address
-
-            hostname = resolve_address(address, ssh.config)
-            data_address = _resolve(hostname)
-            if not _is_ip(data_address) and "data_address" not in h:
-                # A name only the cluster's DNS (or its jump host) knows: ask the host.
-                data_address = FROM_HOST
-        try:
-            if data_address != FROM_HOST:
-                ipaddress.ip_address(data_address)
-        except ValueError:
-            raise ConfigError(
-                f"{path}: {where}: {data_address!r} does not resolve to an IP address (servers "
-                "bind to the data address and ip_config.txt lists it)",
-                hint="set data_address to the host's IP on the data network") from None
-        name = _name(path, f"{where}.name", str(h.get("name", address)))
-        if name in seen:
-            raise ConfigError(f"{path}: {where} repeats host {name!r} (also hosts[{seen[name]}])")
-        seen[name] = i
-        host_ssh = replace(
-            ssh,
-            user=_user(path, f"{where}.user", h.get("user", ssh.user)),
-            port=_typed(path, f"{where}.port", h["port"], int, minimum=1)
-            if h.get("port") is not None else ssh.port,
-            key=_local_path(path, f"{where}.key", h.get("key", ssh.key)),
-        )
-        hosts.append(Host(address=address, name=name, data_address=data_address, ssh=host_ssh,
-                          python=_python(path, f"{where}.python", h.get("python", python)),
-                          workspace=_workspace(path, f"{where}.workspace",
-                                               h.get("workspace", workspace))))
-    check_loopback(path, hosts)
+    spares_data = data.get("spares") or []
+    if not isinstance(spares_data, list):
+        raise ConfigError(f"{path}: 'spares' must be a list of hosts, like 'hosts'",
+                          hint="e.g. spares: [{address: 10.0.0.9}]")
+    seen: dict[str, str] = {}
+    hosts = [_host(path, f"hosts[{i}]", h, seen, ssh=ssh, transport=transport, python=python,
+                   workspace=workspace) for i, h in enumerate(hosts_data)]
+    spares = [_host(path, f"spares[{i}]", h, seen, ssh=ssh, transport=transport,
+                    python=python, workspace=workspace) for i, h in enumerate(spares_data)]
+    check_loopback(path, [*hosts, *spares])
     env = data.get("env", {}) or {}
     if not isinstance(env, dict):
         raise ConfigError(f"{path}: env must be a mapping of NAME: value")
@@ -384,6 +399,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     return ClusterConfig(
         path=path,
         hosts=tuple(hosts),
+        spares=tuple(spares),
         transport=transport,
         env={str(k): str(v) for k, v in env.items()},
         servers_per_host=_typed(path, "servers_per_host", data.get("servers_per_host", 1), int,
@@ -431,7 +447,9 @@ def cluster_from_ip_config(path: str | Path, base: ClusterConfig | None = None) 
 def cluster_from_record(record: dict[str, Any]) -> ClusterConfig:
     """The cluster a job's manifest recorded with ``ClusterConfig.record()``."""
     data = dict(record)
-    data["hosts"] = tuple(Host(**{**h, "ssh": SSHSettings(**h["ssh"])}) for h in data["hosts"])
+    for key in ("hosts", "spares"):
+        data[key] = tuple(Host(**{**h, "ssh": SSHSettings(**h["ssh"])})
+                          for h in data.get(key, ()))
     return ClusterConfig(**data)
 
 

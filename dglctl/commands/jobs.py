@@ -116,12 +116,16 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
                   "processes": rows, "result": m.result, "attempt": m.attempt,
                   "max_restarts": max_restarts,
                   "attempts": [{k: v for k, v in a.items() if k != "report"}
-                               for a in m.attempts]})
+                               for a in m.attempts],
+                  "lost_hosts": m.lost_hosts})
     display.result(f"job {m.job_id}: {state}  ({Path(m.script).name}, {len(m.hosts)} hosts)")
     if alive:
         display.result(said)
     if max_restarts:  # (a job without restarts has one attempt: its cause is said above)
         _say_attempts(display, m, max_restarts, alive)
+    for lost in m.lost_hosts:
+        display.result(f"host {lost['host']['name']} was lost in attempt {lost['attempt'] - 1}: "
+                       f"spare {lost['spare']} took its place (part {lost['index']})")
     if m.result.get("cause") and state in (JobState.FAILED, JobState.STOPPED):
         phase = m.result.get("phase")
         display.result(f"{'failed' if state == JobState.FAILED else 'stopped'}"
@@ -341,7 +345,12 @@ def logs(app: Any, job: str, follow: bool, host_name: str | None, role: str | No
         return ((host_name is None or names[p.host] == host_name)
                 and (role is None or p.role == role))
 
-    procs = [p for p in _attempt_procs(m, attempt) if wanted(p)]
+    chosen = [p for p in _attempt_procs(m, attempt) if wanted(p)]
+    procs = [p for p in chosen if not p.lost]
+    if len(procs) < len(chosen):
+        gone = ", ".join(h["host"]["name"] for h in m.lost_hosts)
+        display.error(f"job {m.job_id}: the logs of {len(chosen) - len(procs)} process(es) "
+                      f"are lost with their host ({gone})")
     if not procs:
         raise ConfigError(f"job {m.job_id}: no {role or 'process'} on "
                           f"{host_name or 'any host'}", hint="see 'dglctl status " f"{m.job_id}'")

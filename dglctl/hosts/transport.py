@@ -266,7 +266,9 @@ class SSHTransport(Transport):
     def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
         client = self._connect()
         line = remote_line(argv)
-        chan = client.get_transport().open_session()
+        # Bounded: on a connection whose host went silent (cut off, powered off), paramiko
+        # would wait an hour for the channel.
+        chan = client.get_transport().open_session(timeout=timeout)
         chan.settimeout(timeout)
         chan.exec_command(line)
         out, err = bytearray(), bytearray()

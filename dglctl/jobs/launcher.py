@@ -7,6 +7,8 @@ group on every host (TERM, grace period, KILL) and removes the job's shared memo
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import secrets
@@ -14,7 +16,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -22,18 +24,43 @@ from typing import TYPE_CHECKING, Any
 from ..agent.protocol import lease_seconds, renew_interval
 from ..config import ClusterConfig, Host
 from ..display import Display, Progress, human_bytes
-from ..errors import ConfigError, Interrupted, JobFailed, PreflightError, user_facing
+from ..errors import (
+    EXIT_INTERNAL,
+    ConfigError,
+    DglctlError,
+    GroupError,
+    HostFailure,
+    Interrupted,
+    JobFailed,
+    PreflightError,
+    user_facing,
+)
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.netif import interface_of
 from ..hosts.transport import Transport, make_transport
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
-from .plan import JobPlan, LaunchOptions, ProcSpec, attempt_spec, plan_job, select_hosts
-from .preflight import ask_hosts, bytes_to_copy, judge, learn_addresses, preflight_ports
+from .plan import (
+    JobPlan,
+    LaunchOptions,
+    ProcSpec,
+    attempt_spec,
+    host_bytes,
+    plan_job,
+    select_hosts,
+)
+from .preflight import (
+    ask_hosts,
+    bytes_to_copy,
+    host_problems,
+    judge,
+    learn_addresses,
+    preflight_ports,
+)
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_output
 from .renewer import LeaseRenewer
-from .restarts import SAME_POINT_ATTEMPTS, Failure, attempt_record, repeated_point
+from .restarts import SAME_POINT_ATTEMPTS, Failure, attempt_record, lost_record, repeated_point
 from .stop import GRACE_SECONDS, stop_job
 from .sync import SyncResult, sync_files
 
@@ -112,6 +139,11 @@ class Launcher:
         if opts.detach and cluster.max_restarts:
             display.info(f"warning: max_restarts {cluster.max_restarts} does not apply to a "
                          "detached job: restarts are the supervising launcher's work")
+        if cluster.spares and not cluster.max_restarts:
+            display.info(f"warning: the spare hosts of {cluster.path} are taken only by a "
+                         "restart: set max_restarts (or --max-restarts) for a lost host to be "
+                         "replaced")
+        self._transport_factory = transport_factory
         self.transports = [transport_factory(h, cluster) for h in self.hosts]
         self.clients = [AgentClient(t) for t in self.transports]
         self.plan: JobPlan | None = None
@@ -126,6 +158,8 @@ class Launcher:
         self._failure: Failure | None = None  # what the last failed check found
         self._retired: set[str] = set()  # processes a restart stopped: not failures
         self._attempt_started = time.time()
+        self._reports: list[PreflightReport] = []  # each host's preflight (a spare's, once taken)
+        self._lost: set[int] = set()  # hosts lost and not (yet) replaced by a spare
 
     def dry_run(self) -> JobPlan:
         """The plan, without contacting any host: configured workspaces and port base."""
@@ -242,6 +276,7 @@ class Launcher:
                        explicit_port=self.opts.port_base_explicit)
         if result.problems or result.ports is None:
             raise PreflightError(result.problems)
+        self._reports = list(reports)
         base, _ = result.ports
         if base != self.cluster.port_base:
             k = self.cluster.servers_per_host
@@ -416,11 +451,11 @@ class Launcher:
         """Stream logs and watch every process until all trainers end or one fails; while
         restarts remain (``max_restarts``), a failed attempt's trainers are started again."""
         while True:
-            self._pump_logs()
             try:
+                self._pump_logs()
                 states = self._check_processes()
-            except JobFailed:
-                if not self._restart():
+            except (JobFailed, GroupError) as e:
+                if not self._recover(e):
                     raise
                 continue
             trainers = [s for n, s in states.items() if n.startswith("trainer")]
@@ -432,16 +467,86 @@ class Launcher:
                 return 0
             time.sleep(0.3)
 
-    def _restart(self) -> bool:
+    def _recover(self, error: DglctlError) -> bool:
+        """After a failed check (processes failed: JobFailed; hosts did not answer:
+        GroupError), with restarts allowed: find the hosts that are lost and restart (True).
+        False: the error ends the job (raised by the caller)."""
+        if self.cluster.max_restarts == 0:
+            if isinstance(error, JobFailed):
+                self._restart({})  # records the attempt; never restarts
+            return False
+        lost = self._find_lost()
+        if isinstance(error, GroupError) and not lost:
+            return False  # a host answered with an error: not a fault a restart mends
+        return self._restart(lost)
+
+    def _find_lost(self) -> dict[int, str]:
+        """The hosts whose agent no longer answers (index -> why). A host that does not
+        answer is asked again over a new connection (the old one may be all that broke),
+        which replaces the old one when the host answers it."""
+        wait = max(10.0, self.cluster.timeout)
+
+        def ask(i: int, c: AgentClient) -> AgentClient | HostFailure | None:
+            try:
+                c.renew(self.job_id, timeout=wait)
+                return None
+            except Exception:  # noqa: BLE001 - judged below, over a new connection
+                pass
+            fresh = AgentClient(self._fresh_transport(c.host, c.transport.workspace))
+            try:
+                fresh.renew(self.job_id, timeout=wait)
+            except Exception as e:  # noqa: BLE001 - each host's failure is its answer
+                with contextlib.suppress(Exception):
+                    fresh.transport.close()
+                failure = HostFailure.of(c.host.name, e)
+                if failure.exit_code == EXIT_INTERNAL:
+                    raise
+                return failure
+            return fresh
+
+        lost = {}
+        for i, found in enumerate(fan_out(self.clients, ask)):
+            if isinstance(found, HostFailure):
+                lost[i] = found.message
+            elif isinstance(found, AgentClient):
+                self.display.info(f"      {self.hosts[i].name}: reconnected")
+                self._swap_client(i, found)
+        return lost
+
+    def _fresh_transport(self, host: Host, workspace: str) -> Transport:
+        t = self._transport_factory(host, self.cluster)
+        t.workspace = workspace
+        return t
+
+    def _swap_client(self, i: int, client: AgentClient) -> None:
+        """``client`` takes host ``i``'s place (in the lists the lease renewer and the log
+        stream read); the old one is closed, quietly (its connection may hang)."""
+        old = self.clients[i]
+        client.open_session()
+        self.clients[i], self.transports[i] = client, client.transport
+        with contextlib.suppress(Exception):
+            old.close_session()
+            old.transport.close()
+
+    def _restart(self, lost: dict[int, str]) -> bool:
         """After a failed check: record the attempt's end; if it may be restarted, stop its
-        trainers (the servers and their shared memory stay), start them again as the next
-        attempt and return True. False: the failure ends the job (raised by the caller),
-        except a failure that repeats at one point, which raises its own JobFailed."""
+        trainers (the servers and their shared memory stay), give each ``lost`` host's place
+        to a spare, start the trainers again as the next attempt and return True. False: the
+        failure ends the job (raised by the caller), except a failure that repeats at one
+        point or a lost host no spare can replace, which raise their own JobFailed."""
         m, failure = self.manifest, self._failure
-        assert m is not None and failure is not None
-        record = attempt_record(m.attempt, self._attempt_started, failure)
+        assert m is not None and (failure is not None or lost)
+        self._mark_lost(set(lost))
+        if lost:
+            record = lost_record(m.attempt, self._attempt_started,
+                                 {self.hosts[i].name: why for i, why in lost.items()}, failure)
+        else:
+            assert failure is not None
+            record = attempt_record(m.attempt, self._attempt_started, failure)
         m.attempts.append(record)
         m.save()
+        if failure is None:  # the check raised (a lost host) before it saw the processes
+            self._failure = failure = Failure([], record["report"], {"cause": record["cause"]})
         limit = self.cluster.max_restarts
         if limit == 0:
             return False
@@ -449,7 +554,12 @@ class Launcher:
             failure_note = (f"\n(after {limit} restart{'s' if limit > 1 else ''}: every "
                             "attempt failed; 'dglctl status' lists their causes)")
             m.result["restarts"] = m.attempt
-            raise JobFailed(failure.message + failure_note)
+            raise JobFailed(record["report"] + failure_note)
+        if len(lost) > len(self.cluster.spares):
+            m.result["restarts"] = m.attempt
+            raise JobFailed(f"job {self.job_id}: {record['report']}\nno spare host is left to "
+                            "take its place", hint=f"list spare hosts under 'spares:' in "
+                            f"{self.cluster.path}; they take a lost host's part and processes")
         point = repeated_point(m.attempts)
         if point is not None:
             m.result["restarts"] = m.attempt
@@ -461,22 +571,135 @@ class Launcher:
                 f"left). The first of them, attempt {first['attempt']}:\n{first['report']}")
         self._pump_logs()
         self.display.error(f"job {self.job_id}: attempt {m.attempt} failed: {record['cause']}")
-        lost = sorted({rec.host for rec in m.live_procs() if rec.role == "server"
-                       and rec.name in {s.name for s in failure.failed}})
-        again = ", ".join(self.hosts[h].name for h in lost)
+        dead = sorted({rec.host for rec in m.live_procs() if rec.role == "server"
+                       and rec.name in {s.name for s in failure.failed}} - set(lost))
+        again = ", ".join(self.hosts[h].name for h in dead)
+        moved = ", ".join(self.hosts[h].name for h in sorted(lost))
         self.display.info(
             f"restarting the trainers: attempt {m.attempt + 1} (restart {m.attempt + 1} of "
-            f"{limit}); " + (f"the servers of {again} start again from the shards there, the "
-                             "others keep the graph loaded" if lost else
-                             "the servers keep the graph loaded"))
-        self._stop_trainers()
+            f"{limit}); " + "".join(
+                (f"the servers of {moved} start on a spare, " if lost else "",
+                 f"the servers of {again} start again from the shards there, " if dead else "",
+                 "the others keep the graph loaded" if lost or dead else
+                 "the servers keep the graph loaded")))
+        self._stop_trainers(skip=set(lost))
         m.attempt += 1
         m.result = {}
         self._failure = None
         if lost:
-            self._restart_servers(lost, m.attempt)
+            self._take_spares(sorted(lost), m.attempt)
+        if dead:
+            self._restart_servers(dead, m.attempt)
         self.start_trainers(m.attempt)
         return True
+
+    def _mark_lost(self, lost: set[int]) -> None:
+        """The processes of the ``lost`` hosts are lost with them: recorded so (never probed,
+        stopped or read again), and the teardown passes those hosts by."""
+        assert self.manifest is not None
+        gone = [p for p in self.manifest.procs if p.host in lost and not p.lost]
+        for p in gone:
+            p.lost = True
+        self.logs.forget(p.name for p in gone)
+        self._lost |= lost
+        self.manifest.save()
+
+    def _take_spares(self, lost: list[int], attempt: int) -> None:
+        """Give each of the ``lost`` hosts' places to a spare (the first of the cluster's
+        spares that passes preflight): its processes are marked lost, the spare gets the
+        host's part and the project, every host a new ip_config.txt, and the spare's servers
+        start as attempt ``attempt``. A spare that fails preflight is passed over (and
+        said); none left is a JobFailed."""
+        m, plan = self.manifest, self._require_plan()
+        assert m is not None
+        for i in lost:
+            old = self.hosts[i]
+            client, report = self._spare_for(i)
+            spare = client.host
+            self.display.info(f"host {old.name} is lost: spare {spare.name} takes its place "
+                              f"(part {i}); the logs of its processes are lost with it")
+            spares = tuple(h for h in self.cluster.spares if h.name != spare.name)
+            hosts = list(self.cluster.hosts)
+            hosts[i] = spare
+            self.cluster = replace(self.cluster, hosts=tuple(hosts), spares=spares)
+            self.cluster, self.hosts = learn_addresses(
+                self.cluster, select_hosts(self.cluster, self.part_cfg.num_parts,
+                                           self.part_cfg.where),
+                [*self._reports[:i], report, *self._reports[i + 1:]])
+            client.transport.host, client.transport.cluster = self.hosts[i], self.cluster
+            client.transport.workspace = report.workspace
+            self._reports[i] = report
+            self._lost.discard(i)
+            self._swap_client(i, client)
+            m.lost_hosts.append({"index": i, "host": asdict(m.hosts[i]), "spare": spare.name,
+                                 "attempt": attempt, "when": time.time()})
+        self.plan = plan = self._plan(plan.port_base, self._reports)
+        m.hosts = [HostRecord(h.name, h.address, h.data_address, h.workspace)
+                   for h in plan.hosts]
+        m.save()
+        from runtime.rpc.ip_config import write_ip_config
+
+        write_ip_config(self.local_ip_config, list(plan.ip_config))
+        t0 = time.perf_counter()
+        self._progress = self.display.progress("copy")
+        try:
+            copied = fan_out([self.clients[i] for i in lost],
+                             lambda k, c: self._copy_host(lost[k], c))
+        finally:
+            self._progress.finish()
+        for i, r in zip(lost, copied, strict=True):
+            self.display.info(f"      {self.hosts[i].name}: {r.files} file(s), "
+                              f"{r.bytes / 1e6:.1f} MB copied")
+        # The others' trainers must find the spare's servers (and MASTER_ADDR, for host 0).
+        fan_out(self.clients, lambda i, c: c.transport.put(
+            self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt"))
+        # Nothing of the job should be on a spare; where it shares its shared-memory folder
+        # with the lost host (two containers of one machine), the lost servers' files are
+        # there, and would be taken for its own servers' graph.
+        fan_out([self.clients[i] for i in lost], lambda k, c: c.stop(
+            self.job_id, {}, grace=self.cluster.timeout, shm_dir=m.shm_dir,
+            shm_machines=[lost[k]]))
+        self.start_servers([s for s in plan.servers if s.host in lost], attempt)
+        for i in lost:
+            self.display.info(f"      {self.hosts[i].name} serves part {i} "
+                              f"({time.perf_counter() - t0:.1f}s after the copy began)")
+
+    def _spare_for(self, i: int) -> tuple[AgentClient, PreflightReport]:
+        """The first spare that passes host ``i``'s preflight (versions, workspace, disk for
+        part ``i``, the job's ports free), connected; spares that fail are dropped."""
+        plan = self._require_plan()
+        ports = list(range(plan.port_base, plan.port_base + self.cluster.servers_per_host))
+        if i == 0:
+            ports.append(plan.master_port)
+        while self.cluster.spares:
+            spare = self.cluster.spares[0]
+            client = AgentClient(self._fresh_transport(spare, spare.workspace))
+            try:
+                report = client.preflight(spare.data_address, ports)
+                client.transport.workspace = report.workspace
+                problems = list(host_problems(
+                    spare, report, host_bytes(self.part_cfg, i),
+                    functools.partial(bytes_to_copy, client, self.part_cfg, i)).values())
+                busy = sorted(set(ports) & report.ports_busy)
+                if busy:
+                    problems.append(f"host {spare.name}: port(s) {', '.join(map(str, busy))} "
+                                    "of the job are in use")
+            except Exception as e:  # noqa: BLE001 - a spare that fails is passed over
+                failure = HostFailure.of(spare.name, e)
+                if failure.exit_code == EXIT_INTERNAL:
+                    raise
+                problems = [failure.message]
+            if not problems:
+                return client, report
+            with contextlib.suppress(Exception):
+                client.transport.close()
+            self.display.error(f"spare {spare.name} cannot take {self.hosts[i].name}'s place: "
+                               + "; ".join(problems))
+            self.cluster = replace(self.cluster, spares=self.cluster.spares[1:])
+        raise JobFailed(f"job {self.job_id}: host {self.hosts[i].name} is lost and no spare "
+                        "host is left that can take its place",
+                        hint=f"see the spares' problems above; spares are listed under "
+                             f"'spares:' in {self.cluster.path}")
 
     def _restart_servers(self, hosts: list[int], attempt: int) -> None:
         """Stop every server of ``hosts`` (a backup maps its main server's shared memory,
@@ -490,11 +713,12 @@ class Launcher:
         self.start_servers([s for s in self._require_plan().servers if s.host in hosts],
                            attempt)
 
-    def _stop_trainers(self) -> None:
-        """Stop the trainers of the attempt under way on every host, leaving the servers and
-        the job's shared memory."""
+    def _stop_trainers(self, skip: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        """Stop the trainers of the attempt under way on every host but ``skip`` (lost
+        hosts), leaving the servers and the job's shared memory."""
         assert self.manifest is not None
-        self._retire([p for p in self.manifest.live_procs() if p.role == "trainer"],
+        self._retire([p for p in self.manifest.live_procs()
+                      if p.role == "trainer" and p.host not in skip],
                      lambda host: {"keep_shm": True})
 
     def _retire(self, procs: list[ProcRecord],
@@ -515,4 +739,4 @@ class Launcher:
     def teardown(self) -> None:
         """Stop every recorded process group on every host and remove shared memory."""
         assert self.manifest is not None
-        stop_job(self.manifest, self.clients, display=self.display)
+        stop_job(self.manifest, self.clients, display=self.display, skip=self._lost)

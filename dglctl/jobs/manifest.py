@@ -78,6 +78,9 @@ class ProcRecord:
     log: str
     port: int | None = None
     attempt: int = 0  # the job's attempt that started it (trainers restart; 0: the first)
+    # Its host was lost (a spare took the host's place, under the same index): it is no
+    # longer reached, stopped or probed; the job's ``lost_hosts`` says where it ran.
+    lost: bool = False
 
 
 @dataclass
@@ -122,6 +125,10 @@ class JobManifest:
     # ended, its exception and the point it failed at (what 'status' shows).
     attempt: int = 0
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Hosts that were lost and whose place (index, part, processes) a spare took: each as
+    # {"index", "host" (its HostRecord), "spare" (the name of the one that took it),
+    # "attempt" (the first attempt on the spare), "when", "why"}.
+    lost_hosts: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The record as this copy last read or wrote it: what tells its own changes apart.
@@ -179,17 +186,18 @@ class JobManifest:
 
     def live_procs(self) -> list[ProcRecord]:
         """The processes of the attempt under way: of each (role, host, rank), the one started
-        last (a restarted trainer replaces its earlier attempts' process)."""
+        last (a restarted trainer replaces its earlier attempts' process), unless its host
+        was lost."""
         newest: dict[tuple[str, int, int], ProcRecord] = {}
         for p in self.procs:
             newest[(p.role, p.host, p.rank)] = p
-        return [p for p in self.procs if newest[(p.role, p.host, p.rank)] is p]
+        return [p for p in self.procs if newest[(p.role, p.host, p.rank)] is p and not p.lost]
 
     def procs_on(self, host: int, live: bool = False) -> dict[str, int]:
         """Name -> process group of the job's processes on host ``host`` (with ``live``, only
-        those of the attempt under way)."""
+        those of the attempt under way); never those of a lost host (see ``lost``)."""
         procs = self.live_procs() if live else self.procs
-        return {p.name: p.pgid for p in procs if p.host == host}
+        return {p.name: p.pgid for p in procs if p.host == host and not p.lost}
 
     def procs_per_host(self, live: bool = False) -> list[dict[str, int]]:
         """``procs_on`` of every host, in host order."""
@@ -283,7 +291,7 @@ def transports_for(manifest: JobManifest, cluster: ClusterConfig | None = None,
         cluster = (cluster_from_record(manifest.cluster_record) if manifest.cluster_record
                    else load_cluster_source(manifest.cluster))
     factory = factory or make_transport
-    by_name = {h.name: h for h in cluster.hosts}
+    by_name = {h.name: h for h in (*cluster.hosts, *cluster.spares)}  # a spare took a place
     out = []
     for rec in manifest.hosts:
         host = by_name.get(rec.name)

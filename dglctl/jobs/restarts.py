@@ -9,7 +9,7 @@ job's manifest (``attempts``) with its cause, which ``status`` and ``logs --atte
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,33 @@ def attempt_record(attempt: int, started: float, failure: Failure) -> dict[str, 
         "exception": failure.result.get("exception"),
         "point": failure_point(first),
         "report": failure.message,
+    }
+
+
+def lost_record(attempt: int, started: float, lost: Mapping[str, str],
+                failure: Failure | None) -> dict[str, Any]:
+    """The manifest's record of an attempt that ended because hosts were lost (``lost``:
+    host name -> why its agent does not answer, in words that name the host); ``failure``,
+    what the check found of the processes meanwhile (the trainers that lost their servers),
+    goes in its report."""
+    names = ", ".join(lost)
+    why = "; ".join(lost.values())
+    report = (f"host{'s' if len(lost) > 1 else ''} {names} lost (its agent did not answer, "
+              f"over the job's connection or a new one): {why}")
+    if failure is not None:
+        report += "\n" + failure.message
+    return {
+        "process": None,
+        "attempt": attempt,
+        "started": started,
+        "ended": time.time(),
+        "cause": report.splitlines()[0],
+        "root_cause": None,
+        "how": "host lost",
+        "exception": None,
+        "point": None,
+        "report": report,
+        "lost_hosts": list(lost),
     }
 
 

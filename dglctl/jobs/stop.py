@@ -6,7 +6,7 @@ a group id recorded long ago may be someone else's now)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..agent.protocol import GRACE_SECONDS
@@ -35,8 +35,10 @@ class StopOutcome:
 
 
 def stop_job(manifest: JobManifest, clients: Sequence[AgentClient],
-             display: Display | None = None, grace: float = GRACE_SECONDS) -> StopOutcome:
-    """Ask each host's agent to stop the job's process groups; record the outcome.
+             display: Display | None = None, grace: float = GRACE_SECONDS,
+             skip: Collection[int] = ()) -> StopOutcome:
+    """Ask each host's agent to stop the job's process groups; record the outcome. The
+    hosts of ``skip`` (lost: their agents do not answer) are not asked.
 
     The manifest is updated under its lock (a launcher supervising the job may write it at
     the same time): the stop is recorded on top of what the launcher recorded, not over it.
@@ -47,6 +49,8 @@ def stop_job(manifest: JobManifest, clients: Sequence[AgentClient],
     procs = manifest.procs_per_host()
 
     def stop(i: int, c: AgentClient) -> StopReport:
+        if i in skip:
+            return StopReport([], [], 0, [])
         return c.stop(manifest.job_id, procs[i], grace=grace, shm_dir=manifest.shm_dir)
 
     # A launch that failed before starting anything (preflight, copy) left nothing to stop:

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.dglctl.sshd import TestSSHD, start_sshd
+
 # What 'ip netns exec NAME' mounts over /etc for the processes it starts (iproute2): a hosts
 # file here is the namespace's own name resolution, which the launcher's does not share.
 ETC_NETNS = Path("/etc/netns")
@@ -53,6 +55,49 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: {p.stderr.strip()}")
     return p
+
+
+def ssh_hosts(net: Netns, root: Path, internal: tuple[str, ...] = ()
+              ) -> tuple[list[TestSSHD], Path]:
+    """An sshd in each of ``net``'s namespaces (port 22 on its address, its own host and
+    client keys), and an ssh config naming them ``node0``, ``node1``, ...; with ``internal``
+    (the namespaces' own names for the hosts, see :func:`make_netns`), ``inner0``, ... too:
+    each reached through node0 by that name, which only the namespaces resolve. Stop the
+    servers when done (they are stopped here if one fails to start)."""
+    servers: list[TestSSHD] = []
+    try:
+        lines = []
+        for i, (ns, address) in enumerate(zip(net.names, net.addresses, strict=True)):
+            s = start_sshd(root / f"sshd{i}", addresses=(address,), netns=ns)
+            servers.append(s)
+            keys = (f"  User root\n  IdentityFile {s.client_key}\n  IdentitiesOnly yes\n"
+                    f"  UserKnownHostsFile {s.known_hosts}\n")
+            lines.append(f"Host node{i}\n  HostName {address}\n{keys}")
+            if internal:
+                # Its key under its internal name too, for a connection through a jump host.
+                pub = " ".join((s.root / "host_key.pub").read_text().split()[:2])
+                with open(s.known_hosts, "a") as f:
+                    f.write(f"{internal[i]} {pub}\n")
+                lines.append(f"Host inner{i}\n  HostName {internal[i]}\n  ProxyJump node0\n"
+                             f"{keys}")
+        cfg = root / "ssh_config"
+        cfg.write_text("".join(lines))
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers, cfg
+
+
+def power_off(net: Netns, i: int) -> None:
+    """Host ``i`` of ``net`` goes as a machine that loses power: every process in its
+    namespace is killed (its sshd, the job's agent and processes) and its link goes down, so
+    that nothing answers at its address any more (a connection attempt times out)."""
+    name = net.names[i]
+    for pid in _ip("netns", "pids", name, check=False).stdout.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+    _ip("link", "set", "eth0", "down", ns=name)
 
 
 @contextlib.contextmanager

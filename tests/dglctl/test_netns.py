@@ -21,8 +21,7 @@ from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
-from tests.dglctl.netns import make_netns, netns_unavailable, unreachable_from_here
-from tests.dglctl.sshd import start_sshd
+from tests.dglctl.netns import make_netns, netns_unavailable, ssh_hosts, unreachable_from_here
 
 pytestmark = pytest.mark.ssh
 REPO = Path(__file__).parents[2]
@@ -37,23 +36,9 @@ def machines(tmp_path_factory):
         pytest.skip(f"no network namespaces here: {why}")
     net = make_netns(2, names=INTERNAL)
     root = tmp_path_factory.mktemp("netns")
-    servers = []
+    servers: list = []
     try:
-        lines = []
-        for i, (ns, address) in enumerate(zip(net.names, net.addresses, strict=True)):
-            s = start_sshd(root / f"sshd{i}", addresses=(address,), netns=ns)
-            servers.append(s)
-            # Its key under its internal name too, for a connection through a jump host.
-            pub = " ".join((s.root / "host_key.pub").read_text().split()[:2])
-            with open(s.known_hosts, "a") as f:
-                f.write(f"{INTERNAL[i]} {pub}\n")
-            keys = (f"  User root\n  IdentityFile {s.client_key}\n  IdentitiesOnly yes\n"
-                    f"  UserKnownHostsFile {s.known_hosts}\n")
-            lines.append(f"Host node{i}\n  HostName {address}\n{keys}")
-            # Reached through node0, by a name only the namespaces resolve.
-            lines.append(f"Host inner{i}\n  HostName {INTERNAL[i]}\n  ProxyJump node0\n{keys}")
-        cfg = root / "ssh_config"
-        cfg.write_text("".join(lines))
+        servers, cfg = ssh_hosts(net, root, INTERNAL)
         yield [(f"node{i}", a, ns) for i, (a, ns) in enumerate(zip(net.addresses, net.names,
                                                                        strict=True))], cfg
     finally:
