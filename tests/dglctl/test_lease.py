@@ -129,3 +129,37 @@ def test_sigkilled_launcher_over_ssh_leaves_nothing(sshd, parts, home, tmp_path)
     finally:
         proc.kill()
         main(["stop", m.job_id])
+
+
+class _Client:
+    """An agent client whose renewals are counted; ``silent``: each one hangs for ``hang``
+    seconds (a host cut off, its call waiting out its timeout)."""
+
+    def __init__(self, name: str, hang: float = 0.0) -> None:
+        from dglctl.config import parse_cluster_config
+
+        self.host = parse_cluster_config({"transport": "local", "hosts": [name]}).hosts[0]
+        self.hang = hang
+        self.renewals = 0
+
+    def renew(self, job: str, timeout: float) -> None:
+        self.renewals += 1
+        time.sleep(self.hang)
+
+
+@pytest.mark.unit
+def test_a_silent_host_does_not_hold_back_the_others_renewals():
+    """One host's renewal hangs for 12 intervals: the other host is renewed every interval
+    all the same (renewed together, its lease would lapse behind the silent one), and the
+    silent one is not asked again while its renewal is under way."""
+    from dglctl.jobs.renewer import LeaseRenewer
+
+    interval = 0.05 * TIMEOUT
+    silent, fine = _Client("127.0.0.1", hang=12 * interval), _Client("127.0.0.2")
+    renewer = LeaseRenewer([silent, fine], "job", interval, call_timeout=30 * interval).start()
+    try:
+        time.sleep(8 * interval)
+    finally:
+        renewer.stop()
+    assert silent.renewals == 1
+    assert fine.renewals >= 4, fine.renewals
