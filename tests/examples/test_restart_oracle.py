@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,15 +79,21 @@ def _pid(home: Path, name: str) -> int:
     return int(Path(rec["log"]).with_suffix(".pid").read_text())
 
 
-def test_a_trainer_killed_in_epoch_2_ends_with_the_uninterrupted_model(part_config, tmp_path):
-    whole = subprocess.run(_argv(tmp_path / "a", part_config, tmp_path / "ckpt-a"),
-                           env=_env(tmp_path / "a"), capture_output=True, text=True,
-                           timeout=RUN_TIMEOUT)
+@pytest.fixture(scope="module")
+def uninterrupted(part_config, tmp_path_factory) -> tuple[str, str]:
+    """The model checksum and test accuracy of the run without a failure."""
+    a = tmp_path_factory.mktemp("whole")
+    whole = subprocess.run(_argv(a, part_config, a / "ckpt"), env=_env(a), capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT)
     assert whole.returncode == 0, whole.stderr
-    expected = _result(whole.stdout)
+    return _result(whole.stdout)
 
-    b = tmp_path / "b"
-    proc = subprocess.Popen(_argv(b, part_config, tmp_path / "ckpt-b", "--max-restarts", "1"),
+
+def _run_with_restart(b: Path, part_config: Path, checkpoints: Path,
+                      on_line: Callable[[str], None] = lambda line: None) -> tuple[int, str, str]:
+    """The example under ``--max-restarts 1``, ``on_line`` called with each line of its
+    output as it comes: its exit code, output and errors."""
+    proc = subprocess.Popen(_argv(b, part_config, checkpoints, "--max-restarts", "1"),
                             env=_env(b), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     watchdog = threading.Timer(RUN_TIMEOUT, proc.kill)
@@ -94,15 +102,10 @@ def test_a_trainer_killed_in_epoch_2_ends_with_the_uninterrupted_model(part_conf
     reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
     reader.start()
     lines: list[str] = []
-    killed = False
     try:
         for line in proc.stdout:
             lines.append(line)
-            if not killed and "] epoch 1:" in line:  # rank 0 finished epoch 1: in epoch 2
-                # (The line reaches the launcher a moment later: the kill may come a little
-                # later in the run, never before epoch 2.)
-                os.kill(_pid(b / "home", "trainer-1-0"), signal.SIGKILL)
-                killed = True
+            on_line(line)
         proc.wait(TIMEOUT)
     finally:
         watchdog.cancel()
@@ -110,11 +113,74 @@ def test_a_trainer_killed_in_epoch_2_ends_with_the_uninterrupted_model(part_conf
             proc.kill()
             proc.wait(TIMEOUT)
         reader.join(TIMEOUT)
-    out, errors = "".join(lines), "".join(err)
+    return proc.returncode, "".join(lines), "".join(err)
+
+
+def test_a_trainer_killed_in_epoch_2_ends_with_the_uninterrupted_model(part_config, tmp_path,
+                                                                       uninterrupted):
+    b = tmp_path / "b"
+    killed = []
+
+    def kill_in_epoch_2(line: str) -> None:
+        if not killed and "] epoch 1:" in line:  # rank 0 finished epoch 1: in epoch 2
+            # (The line reaches the launcher a moment later: the kill may come a little
+            # later in the run, never before epoch 2.)
+            os.kill(_pid(b / "home", "trainer-1-0"), signal.SIGKILL)
+            killed.append(True)
+
+    code, out, errors = _run_with_restart(b, part_config, tmp_path / "ckpt-b", kill_in_epoch_2)
     assert killed, out
-    assert proc.returncode == 0, errors
+    assert code == 0, errors
     assert "attempt 0 failed" in errors and "killed by signal 9 (SIGKILL)" in errors, errors
     assert re.search(r"\] resumed from checkpoint step \d+ \(epoch [123], batch \d+\)", out), out
-    assert _result(out) == expected
+    assert _result(out) == uninterrupted
+    (job,) = (b / "home" / "jobs").glob("*.json")
+    assert leftovers(job.stem) == ([], [])
+
+
+def test_a_trainer_killed_while_a_checkpoint_is_written(part_config, tmp_path, uninterrupted):
+    """Trainer 1 SIGKILLed in the middle of a save (the checkpoint's folder is still the
+    ``.tmp`` one: trainer 0, which commits it, is held with SIGSTOP while the kill lands):
+    attempt 1 resumes from the checkpoint before it, ignoring (and later removing) the
+    half-written one, and ends with the uninterrupted model, bit for bit."""
+    b, checkpoints = tmp_path / "b", tmp_path / "ckpt-b"
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_mid_save() -> None:
+        while not done.is_set() and not killed:
+            for entry in (os.listdir(checkpoints) if checkpoints.is_dir() else []):
+                m = re.fullmatch(r"\.step-(\d+)\.tmp", entry)
+                if m is None or int(m[1]) < 10:  # a save with an earlier one to resume from
+                    continue
+                try:
+                    holder = _pid(b / "home", "trainer-0-0")
+                    victim = _pid(b / "home", "trainer-1-0")
+                except (StopIteration, FileNotFoundError, ValueError):
+                    continue  # not started yet
+                os.kill(holder, signal.SIGSTOP)
+                try:
+                    if (checkpoints / entry).is_dir():  # not committed: the save is under way
+                        os.kill(victim, signal.SIGKILL)
+                        killed.append(int(m[1]))
+                finally:
+                    os.kill(holder, signal.SIGCONT)
+                break
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=kill_mid_save, daemon=True)
+    watcher.start()
+    try:
+        code, out, errors = _run_with_restart(b, part_config, checkpoints)
+    finally:
+        done.set()
+        watcher.join(TIMEOUT)
+    assert killed, "no save was caught in progress: " + out[-2000:]
+    assert code == 0, errors
+    assert "attempt 0 failed" in errors and "killed by signal 9 (SIGKILL)" in errors, errors
+    resumed = re.findall(r"\] resumed from checkpoint step (\d+) ", out)
+    assert resumed and {int(s) for s in resumed} == {killed[0] - 5}, (killed, out)
+    assert _result(out) == uninterrupted
+    assert not [p.name for p in checkpoints.iterdir() if p.name.endswith(".tmp")]
     (job,) = (b / "home" / "jobs").glob("*.json")
     assert leftovers(job.stem) == ([], [])
