@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import DGL_REFERENCE, REPO, prepare_parts
-from bench.jobs import Servers, free_base
+from bench.common import DGL_REFERENCE, prepare_parts
+from bench.jobs import run_trainers
 
 SPLIT = re.compile(r"(\w+) ([0-9.]+)s")
 
@@ -50,36 +49,14 @@ def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: i
     time and split, the seeds of the whole epoch (``hosts * steps_per_trainer * batch_size``)
     and seeds/s, and the start-to-finish seconds. ``extra_args`` go to the example too.
     """
-    ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
-    servers = Servers(part_config, 1, work, ips=ips)
-    master = free_base(["127.0.0.1"], 1)
     t0 = time.perf_counter()
-    trainers = []
-    try:
-        for rank in range(hosts):
-            env = servers.env("trainer", rank)
-            env.update(RANK=str(rank), WORLD_SIZE=str(hosts), LOCAL_RANK="0",
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
-                       DGLCTL_NUM_SAMPLERS=str(num_samplers), OMP_NUM_THREADS=str(omp_threads))
-            trainers.append(subprocess.Popen(
-                [sys.executable, "examples/train_dist.py", "--graph-name", "bench",
-                 "--num-epochs", "1", "--batch-size", str(batch_size), "--fan-out", fan_out,
-                 "--num-hidden", str(num_hidden), "--max-steps", str(steps_per_trainer),
-                 "--no-eval", *(extra_args or [])],
-                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=timeout) for p in trainers]
-    finally:
-        for p in trainers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        servers.stop()
+    outs = run_trainers(part_config, work, [
+        "examples/train_dist.py", "--graph-name", "bench", "--num-epochs", "1", "--batch-size",
+        str(batch_size), "--fan-out", fan_out, "--num-hidden", str(num_hidden), "--max-steps",
+        str(steps_per_trainer), "--no-eval", *(extra_args or [])], hosts=hosts,
+        num_samplers=num_samplers, omp_threads=omp_threads, timeout=timeout)
     total = time.perf_counter() - t0
-    for rank, (p, (_, err)) in enumerate(zip(trainers, outs, strict=True)):
-        if p.returncode != 0:
-            raise RuntimeError(f"trainer {rank} of {hosts} exited {p.returncode}: "
-                               f"{err.strip()[-2000:]}")
-    line = next(ln for ln in outs[0][0].splitlines() if ln.startswith("epoch 0"))
+    line = next(ln for ln in outs[0].splitlines() if ln.startswith("epoch 0"))
     r = parse_epoch_line(line)
     seeds = hosts * steps_per_trainer * batch_size
     return {**r, "hosts": hosts, "trainers": hosts, "steps_per_trainer": steps_per_trainer,

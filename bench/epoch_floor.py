@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, prepare_parts
-from bench.jobs import Servers, free_base
+from bench.common import prepare_parts
+from bench.jobs import run_trainers
 
 PHASES = ("sample", "fetch", "forward", "backward")
 
@@ -38,30 +37,11 @@ PHASES = ("sample", "fetch", "forward", "backward")
 def measure(part_config: Path, work: Path, *, steps: int, repeat: int, batch_size: int = 1000,
             timeout: float = 1800.0) -> dict[str, Any]:
     """Run the two floor trainers against the partition's servers; trainer 0's figures."""
-    servers = Servers(part_config, 1, work)
-    master = free_base(["127.0.0.1"], 1)
-    trainers = []
-    try:
-        for rank in range(2):
-            env = servers.env("trainer", rank)
-            env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(master), DGLCTL_NUM_SAMPLERS="0", OMP_NUM_THREADS="1")
-            trainers.append(subprocess.Popen(
-                [sys.executable, "bench/scripts/floor_trainer.py", "--steps", str(steps),
-                 "--repeat", str(repeat), "--batch-size", str(batch_size),
-                 "--rendezvous", str(work)],
-                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=timeout) for p in trainers]
-    finally:
-        for p in trainers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        servers.stop()
-    for rank, (p, (_, err)) in enumerate(zip(trainers, outs, strict=True)):
-        if p.returncode != 0:
-            raise RuntimeError(f"floor trainer {rank} exited {p.returncode}: {err[-3000:]}")
-    line = next(ln for ln in outs[0][0].splitlines() if ln.startswith("{"))
+    outs = run_trainers(part_config, work, [
+        "bench/scripts/floor_trainer.py", "--steps", str(steps), "--repeat", str(repeat),
+        "--batch-size", str(batch_size), "--rendezvous", str(work)], timeout=timeout,
+        what="floor trainer")
+    line = next(ln for ln in outs[0].splitlines() if ln.startswith("{"))
     result = json.loads(line)
     result["ratio"] = {k: result["ours"][k] / max(result["floor"][k], 1e-9) for k in PHASES}
     return result

@@ -20,7 +20,7 @@ from bench.common import REPO
 from tests.runtime.conftest import free_port_range as free_base
 from tests.runtime.conftest import terminate_groups
 
-__all__ = ["Servers", "cli_env", "free_base", "leftovers", "local_cluster_file",
+__all__ = ["Servers", "cli_env", "free_base", "leftovers", "local_cluster_file", "run_trainers",
            "ssh_cluster_file"]
 
 
@@ -55,6 +55,39 @@ class Servers:
 
     def stop(self) -> None:
         terminate_groups(self.procs, grace=30)
+
+
+def run_trainers(part_config: Path, work: Path, argv: list[str], *, hosts: int = 2,
+                 num_samplers: int = 0, omp_threads: int = 1, timeout: float = 900.0,
+                 what: str = "trainer") -> list[str]:
+    """One server per loopback machine and one trainer each running ``argv`` (from the
+    repository root, torch.distributed's variables set, ``omp_threads`` threads), as 'dglctl
+    launch' would start them; every process is ended, even on failure. Returns each trainer's
+    output; a trainer that exits non-zero is a RuntimeError with the end of its errors."""
+    servers = Servers(part_config, 1, work, ips=[f"127.0.0.{i + 1}" for i in range(hosts)])
+    master = free_base(["127.0.0.1"], 1)
+    trainers: list[subprocess.Popen] = []
+    try:
+        for rank in range(hosts):
+            env = servers.env("trainer", rank)
+            env.update(RANK=str(rank), WORLD_SIZE=str(hosts), LOCAL_RANK="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
+                       DGLCTL_NUM_SAMPLERS=str(num_samplers), OMP_NUM_THREADS=str(omp_threads))
+            trainers.append(subprocess.Popen([sys.executable, *argv], cwd=REPO, env=env,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True))
+        outs = [p.communicate(timeout=timeout) for p in trainers]
+    finally:
+        for p in trainers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        servers.stop()
+    for rank, (p, (_, err)) in enumerate(zip(trainers, outs, strict=True)):
+        if p.returncode != 0:
+            raise RuntimeError(f"{what} {rank} of {hosts} exited {p.returncode}: "
+                               f"{err.strip()[-2000:]}")
+    return [out for out, _ in outs]
 
 
 def cli_env(work: Path) -> dict[str, str]:

@@ -214,7 +214,8 @@ def _floors(args, g, model, batches, ours, port_file):
     while not os.path.exists(port_file):
         time.sleep(0.01)
     sock = ctx.socket(zmq.REQ)
-    sock.connect(f"tcp://127.0.0.2:{open(port_file).read()}")
+    with open(port_file) as f:
+        sock.connect(f"tcp://127.0.0.2:{f.read()}")
     row_bytes = int(np.prod(feat.shape[1:])) * np.dtype(local_feat.dtype).itemsize
     fetches = []
     remote_bytes = 0

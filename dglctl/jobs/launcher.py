@@ -15,7 +15,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from types import FrameType
@@ -713,7 +713,7 @@ class Launcher:
         self.start_servers([s for s in self._require_plan().servers if s.host in hosts],
                            attempt)
 
-    def _stop_trainers(self, skip: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    def _stop_trainers(self, skip: Collection[int] = ()) -> None:
         """Stop the trainers of the attempt under way on every host but ``skip`` (lost
         hosts), leaving the servers and the job's shared memory."""
         assert self.manifest is not None
