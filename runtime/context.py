@@ -14,6 +14,8 @@ import atexit
 import gc
 import os
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,8 @@ class RuntimeContext:
     env: RuntimeEnv | None
     pool: ServerPool | None = None
     graphs: list[Any] = field(default_factory=list)
+    # Run by exit_client before the pool closes (a prefetch thread stops, its pool closes).
+    on_exit: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def standalone(self) -> bool:
@@ -47,6 +51,22 @@ class RuntimeContext:
 
 
 _context: RuntimeContext | None = None
+_thread = threading.local()  # a thread's own server pool (see use_thread_pool)
+
+
+def use_thread_pool(pool: ServerPool | None) -> None:
+    """Make ``pool`` this thread's connections to the servers (None: the process's again).
+
+    ZeroMQ sockets belong to one thread at a time: a thread that samples or pulls beside the
+    training step (the loader's prefetch) sends on connections of its own, never on the
+    trainer's, whose requests may be in flight at the same moment."""
+    _thread.pool = pool
+
+
+def current_pool(ctx: RuntimeContext) -> ServerPool | None:
+    """The server pool requests of this thread go through: its own, else ``ctx``'s."""
+    pool = getattr(_thread, "pool", None)
+    return pool if pool is not None else ctx.pool
 
 
 def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
@@ -100,8 +120,12 @@ def _collect_at_exit() -> None:
 def exit_client() -> None:
     """Close this process's connections (servers exit once every client has gone)."""
     global _context
-    if _context is not None and _context.pool is not None:
-        _context.pool.close()
+    if _context is not None:
+        for fn in _context.on_exit:
+            fn()
+        _context.on_exit.clear()
+        if _context.pool is not None:
+            _context.pool.close()
     _context = None
 
 

@@ -21,7 +21,7 @@ from partitioner.graph import etype_key, parse_etype_key
 from partitioner.partition_book import RangePartitionBook
 
 from . import structure
-from .context import get_context
+from .context import current_pool, get_context
 from .dist_tensor import DistTensor
 from .env import torch_rank_world
 from .errors import DistError
@@ -134,7 +134,7 @@ class DistGraph:
                 self.local.csc(etype)
         ctx.graphs.append(self)
         self._barrier_count = 0
-        self.router = Router(lambda: ctx.pool, self.machine_id)
+        self.router = Router(lambda: current_pool(ctx), self.machine_id)
         self.store = TensorStore(self.router, self._book, self.local, ctx.env, self.barrier)
         # DGL's _ndata_store / _edata_store: per type, view key -> DistTensor (any name).
         self._data: dict[str, dict[str, dict[str, Any]]] = {

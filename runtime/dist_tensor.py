@@ -19,6 +19,7 @@ import torch
 
 from partitioner.graph import etype_key
 
+from . import batch_reads
 from .context import get_context
 from .errors import DistError
 from .tensor_store import TensorMeta, TensorStore
@@ -165,9 +166,15 @@ class DistTensor:
 
     # --- rows ----------------------------------------------------------------------------
     def __getitem__(self, ids) -> torch.Tensor:
+        ahead = batch_reads.take(self, ids)  # pulled by the loader while the last step ran
+        if ahead is not None:
+            return ahead
+        return torch.from_numpy(self.read_rows(ids))
+
+    def read_rows(self, ids: Any) -> np.ndarray:
+        """Rows ``ids`` pulled now (``t[ids]`` may take rows a loader pulled ahead)."""
         ids = _as_ids(ids, self.shape[0])
-        return torch.from_numpy(
-            self._store.pull(self._key, self._policy, ids, self._row_shape, self._np_dtype))
+        return self._store.pull(self._key, self._policy, ids, self._row_shape, self._np_dtype)
 
     def __setitem__(self, ids, value) -> None:
         ids = _as_ids(ids, self.shape[0])

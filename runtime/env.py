@@ -148,6 +148,13 @@ def set_standalone_torch_env() -> None:
 
 
 
+def loader_prefetch() -> bool:
+    """Whether loaders make batches ahead on a prefetch thread by default: ``DGLCTL_PREFETCH``
+    (default on; ``0`` turns it off without changing the script)."""
+    key = PREFIX + "PREFETCH"
+    return _flag(key, os.environ.get(key, "1"))
+
+
 def torchelastic_error_file() -> str | None:
     """Where this process records an uncaught exception (torchrun's ``TORCHELASTIC_ERROR_FILE``
     convention; the launcher sets it per trainer), or None."""

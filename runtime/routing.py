@@ -8,6 +8,7 @@ memory while they are in flight; each share's result is placed as it comes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -114,14 +115,24 @@ class Router:
 
     It counts the requests in flight, so that work which must not run inside another
     request's wait (a tensor freed from a finalizer while a pull waits) is done when the
-    outermost one ends: ``when_idle`` registers it, ``route`` runs it afterwards.
+    outermost one ends: ``when_idle`` registers it, ``route`` runs it afterwards, on the
+    main thread only. The count is per thread: a prefetch thread's requests go through
+    sockets of its own and never hold up the main thread's idle work.
     """
 
     def __init__(self, pool: Callable[[], ServerPool | None], machine_id: int) -> None:
         self._pool = pool
         self.machine_id = machine_id
-        self._depth = 0
+        self._local = threading.local()
         self._when_idle: list[Callable[[], None]] = []
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._local.depth = value
 
     @property
     def pool(self) -> ServerPool | None:
@@ -152,7 +163,7 @@ class Router:
         """:func:`route` from this machine, then the idle work when nothing is in flight."""
         with self.in_flight():
             route(self.pool, self.machine_id, items, remote, local, place, **kwargs)
-        if not self._depth:
+        if not self._depth and threading.current_thread() is threading.main_thread():
             for fn in self._when_idle:
                 fn()
 

@@ -11,6 +11,7 @@ the store; none of them reaches into another's state.
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +105,7 @@ class TensorStore:
         self._metas: dict[str, TensorMeta] = {}
         self._lives: weakref.WeakValueDictionary[str, Life] = weakref.WeakValueDictionary()
         self._unfreed: list[str] = []
+        self._written: set[str] = set()  # tensors this process wrote (never pulled ahead)
         router.when_idle(self.flush_frees)
 
     @property
@@ -165,8 +167,8 @@ class TensorStore:
             main_server=True)
         self._metas[key] = meta
         if init_func is not None:
-            for m in created:
-                self.push(key, meta.policy, np.arange(starts[m], starts[m + 1]), rows_of(m),
+            for m in created:  # (filling it is not a write that stops pulls ahead)
+                self._push(key, meta.policy, np.arange(starts[m], starts[m + 1]), rows_of(m),
                           "set")
         self.barrier()
 
@@ -185,7 +187,9 @@ class TensorStore:
         self.local.tensors.pop(key, None)
         if not self.standalone:
             self._unfreed.append(key)
-            if not self.router.busy:  # never inside another request's wait (a gc run there)
+            # Never inside another request's wait (a gc run there), nor on a loader's
+            # prefetch thread (a gc run there): the main thread sends it when idle.
+            if not self.router.busy and threading.current_thread() is threading.main_thread():
                 self.flush_frees()
 
     def flush_frees(self) -> None:
@@ -220,8 +224,17 @@ class TensorStore:
             sink=lambda s: _scatter_into(out, s.sel))
         return out
 
+    def written(self, key: str) -> bool:
+        """Whether this process has written tensor ``key`` (a loader never pulls its rows
+        ahead of the step: see ``runtime.batch_reads``)."""
+        return key in self._written
+
     def push(self, key: str, policy: str, ids: np.ndarray, data: np.ndarray, mode: str) -> None:
         """Write (``set``) or accumulate (``add``) rows ``ids`` of tensor ``key``."""
+        self._written.add(key)
+        self._push(key, policy, ids, data, mode)
+
+    def _push(self, key: str, policy: str, ids: np.ndarray, data: np.ndarray, mode: str) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         self.router.route(
             split_by_owner(ids, *self.rmap(policy)),
@@ -250,6 +263,7 @@ class TensorStore:
         row's step reads and writes its weight and state, so one applier per machine keeps
         every step. Standalone mode has one process and applies it in place.
         """
+        self._written.add(weight)
         ids = np.asarray(ids, np.int64)
         if self.env is None:
             self.local.sparse_update(kind, weight, states, ids, grads, params)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from ..batch_reads import BatchReads
 from ..context import get_context
+from ..env import loader_prefetch
 from ..error_file import note_position
-from ..sampling.neighbor import set_batch_key
+from ..sampling.neighbor import NeighborSampler, set_batch_key
+from .prefetch import BatchPrefetcher
 from .sampler_pool import SamplerPool
 
 
@@ -42,6 +46,15 @@ class DistDataLoader:
     ``num_workers`` (DGL's DataLoader argument) is the number of sampler processes when
     ``num_samplers`` is not given; ``device`` other than CPU and ``pin_memory`` are refused
     or ignored as in DGL (batches are on the CPU).
+
+    With 0 sampler processes, ``prefetch`` makes the next batches on a thread while the
+    training step runs (``runtime.loader.prefetch``), ``queue_size`` ahead; on by default
+    for the library's own samplers (their draws are keyed by the batch, so the batches are
+    the same), opt-in for a collate function of your own (it must be thread-safe);
+    ``DGLCTL_PREFETCH=0`` in the environment turns the default off (a script unchanged).
+    ``prefetch_features`` also pulls, for each batch made ahead, the tensors the step read
+    with the last batch's ids (``runtime.batch_reads``). ``wait_time`` is the seconds the
+    trainer waited for batches in the iteration under way (or the last one).
     """
 
     def __init__(
@@ -57,6 +70,8 @@ class DistDataLoader:
         num_workers: int | None = None,
         device: Any = None,
         pin_memory: bool = False,
+        prefetch: bool | None = None,
+        prefetch_features: bool = True,
     ) -> None:
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(f"device={device!r}: distributed loaders yield CPU batches, as "
@@ -74,8 +89,12 @@ class DistDataLoader:
         self.epoch = 0  # the epoch the next iteration yields
         self._start = 0  # the batch the next iteration starts at (resume)
         self._position = (0, 0)  # (epoch, batches yielded) of the iteration under way
-        self.prefetch = queue_size or 4
+        self.queue_size = queue_size or 4
         self.num_samplers = _num_samplers(num_samplers)
+        self.prefetch = _prefetch_default(collate_fn) if prefetch is None else bool(prefetch)
+        self._reads = BatchReads() if prefetch_features else None
+        self._prefetcher: BatchPrefetcher | None = None
+        self.wait_time = 0.0
         self._workers: SamplerPool | None = None
         n = len(self.dataset)
         local = n // batch_size if drop_last else math.ceil(n / batch_size)
@@ -139,37 +158,76 @@ class DistDataLoader:
             items: Iterator[Any] = (torch.from_numpy(b) for b in batches[start:])
         elif self.num_samplers > 0:
             if self._workers is None:
-                self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.prefetch)
+                self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.queue_size)
             items = self._workers.run(batches, epoch_key=epoch, start=start)
+        elif self.prefetch:
+            self._stop_prefetch()
+            make = functools.partial(_make_batch, self.collate_fn, batches, epoch)
+            self._prefetcher = BatchPrefetcher(make, range(start, len(batches)),
+                                               self.queue_size, self._reads)
+            items = iter(self._prefetcher)
         else:
-            items = self._in_process(batches, epoch, start)
+            items = (_make_batch(self.collate_fn, batches, epoch, i)
+                     for i in range(start, len(batches)))
         return self._counted(items, epoch, start)
 
     def _counted(self, items: Iterator[Any], epoch: int, start: int) -> Iterator[Any]:
-        """Yield ``items``, keeping :attr:`_position` on the batch after the one yielded."""
+        """Yield ``items``, keeping :attr:`_position` on the batch after the one yielded and
+        :attr:`wait_time` on the time spent waiting for them."""
         step = start
-        for item in items:
+        self.wait_time = 0.0
+        while True:
+            began = time.perf_counter()
+            item = next(items, _END)
+            self.wait_time += time.perf_counter() - began
+            if item is _END:
+                break
             note_position(epoch, step)
             step += 1
             self._position = (epoch, step)
             yield item
         self._position = (epoch + 1, 0)
 
-    def _in_process(self, batches: list[np.ndarray], epoch: int, start: int) -> Iterator[Any]:
-        assert self.collate_fn is not None, "batches of bare ids do not come here"
-        for i in range(start, len(batches)):
-            set_batch_key((epoch, i))
-            try:
-                out = self.collate_fn(torch.from_numpy(batches[i]))
-            finally:
-                set_batch_key(None)
-            yield out
+    def _stop_prefetch(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
 
     def close(self) -> None:
-        """Stop the sampler processes (also done when the trainer exits)."""
+        """Stop the sampler processes or the prefetch thread (also done when the trainer
+        exits)."""
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+        self._stop_prefetch()
+
+
+_END = object()
+
+
+def _make_batch(collate_fn: Callable[[Any], Any] | None, batches: list[np.ndarray],
+                epoch: int, i: int) -> Any:
+    """Batch ``i`` of ``epoch``: its ids collated, its draws keyed by ``(epoch, i)``."""
+    assert collate_fn is not None, "batches of bare ids do not come here"
+    set_batch_key((epoch, i))
+    try:
+        return collate_fn(torch.from_numpy(batches[i]))
+    finally:
+        set_batch_key(None)
+
+
+def _prefetch_default(collate_fn: Callable[[Any], Any] | None) -> bool:
+    """Whether ``collate_fn`` is one of the library's samplers (thread-safe, draws keyed by
+    the batch), which a prefetch thread may run, and ``DGLCTL_PREFETCH`` is not ``0``."""
+    if collate_fn is None or not loader_prefetch():
+        return False
+    fn = getattr(collate_fn, "func", None) or getattr(collate_fn, "__func__", None) \
+        or collate_fn
+    owner = getattr(collate_fn, "__self__", None)
+    if isinstance(owner, NeighborSampler):
+        return True
+    return getattr(fn, "__module__", "").startswith("runtime.loader.") or \
+        getattr(type(collate_fn), "__module__", "").startswith("runtime.loader.")
 
 
 def _num_samplers(requested: int | None) -> int:

@@ -30,7 +30,6 @@ from zmq.utils import garbage as zmq_garbage
 
 from ..context import get_context
 from ..errors import DistError, PeerTimeout
-from ..rpc.client import ServerPool
 from ..rpc.messages import Message, array, arrays, decode, encode, message
 from ..sampling.neighbor import set_batch_key
 from ..store.shm import sampler_dir_prefix
@@ -223,9 +222,7 @@ def _worker_main(folder: str, collate_fn: Callable[[Any], Any], parent: int) -> 
         # Keep the parent's sockets referenced until os._exit: closing or collecting them in
         # the child would touch the parent's ZeroMQ context, which has no threads here.
         _INHERITED.append(old)
-        ctx.pool = ServerPool(old.machines, old.num_servers, old.token, old.timeout,
-                              client_name=f"sampler-{os.getpid()}", role="sampler",
-                              encrypt=old.encrypt)
+        ctx.pool = old.sibling(f"sampler-{os.getpid()}", "sampler")
         ctx.pool.connect()
     zctx = zmq.Context()
     tasks = zctx.socket(zmq.PULL)

@@ -84,6 +84,12 @@ class ServerPool:
                 s.connect(m.server_addr(k))
                 self._socks[(m.machine_id, k)] = s
 
+    def sibling(self, client_name: str, role: str) -> ServerPool:
+        """New connections to the same servers with the same job token (not yet connected):
+        for a forked sampler process or a prefetch thread, which never share these sockets."""
+        return ServerPool(self.machines, self.num_servers, self.token, self.timeout,
+                          client_name=client_name, role=role, encrypt=self.encrypt)
+
     def describe(self, machine_id: int, server_id: int) -> str:
         m = self.machines[machine_id]
         return f"server {server_id} of machine {machine_id} ({m.ip}:{m.server_port(server_id)})"

@@ -9,6 +9,7 @@ Heterogeneous blocks keep one id list per node type and one edge list per canoni
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -285,21 +286,23 @@ class Block:
 class _IdMap:
     """Relabels ids in ``[0, n)`` to 0..k-1 in order of first appearance, in O(len) time.
 
-    Keeps one scratch array per node type (``EMPTY`` everywhere between calls), which beats
-    sorting (np.unique) several times over on the ~10^5 ids of a sampled block; the pass is
-    a compiled loop (``runtime.kernels``).
+    Keeps one scratch array per node type and thread (``EMPTY`` everywhere between calls;
+    a loader's prefetch thread samples beside the trainer), which beats sorting (np.unique)
+    several times over on the ~10^5 ids of a sampled block; the pass is a compiled loop
+    (``runtime.kernels``).
     """
 
-    _scratch: dict[tuple[str, int], np.ndarray] = {}
+    _local = threading.local()
 
     @classmethod
     def scratch(cls, ntype: str, n: int) -> np.ndarray:
         """The type's scratch array: int32 when ids fit, halving the cache footprint of an
         array read at random (relabeling 175k ids of a 1M-node graph: 1.30 -> 1.09 ms)."""
-        mark = cls._scratch.get((ntype, n))
+        arrays = cls._local.__dict__.setdefault("arrays", {})
+        mark = arrays.get((ntype, n))
         if mark is None:
             dtype = np.int32 if n < np.iinfo(np.int32).max else np.int64
-            mark = cls._scratch[(ntype, n)] = np.full(n, np.iinfo(dtype).max, dtype)
+            mark = arrays[(ntype, n)] = np.full(n, np.iinfo(dtype).max, dtype)
         return mark
 
     @staticmethod

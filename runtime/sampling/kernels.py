@@ -13,7 +13,8 @@ for random rows of a large array.
 The draws use the same keyed randomness as :mod:`runtime.sampling` (splitmix64 of the seed's
 key and the draw number), so the kernels return exactly what the numpy code returns (tested
 on random inputs); ``runtime.sampling`` keeps the numpy code as the reference.
-``cache=True`` keeps the compiled code on disk, so only the first process compiles.
+``cache=True`` keeps the compiled code on disk, so only the first process compiles;
+``nogil=True`` lets a loader's prefetch thread sample while the training step runs.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _uniform(key, draw):
     return np.float64(x >> _S11) * _INV53
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_uniform(start, deg, keys, fanout) -> tuple[np.ndarray, np.ndarray]:
     """``(seed_idx, pos)`` of ``runtime.sampling.sample_etype`` without replacement, weights
     or exclusions, for ``fanout >= 0``: every seed keeps min(deg, fanout) edges, grouped by
@@ -85,7 +86,7 @@ def sample_uniform(start, deg, keys, fanout) -> tuple[np.ndarray, np.ndarray]:
     return seed_idx, pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def relabel_first_seen(mark, ids, empty) -> tuple[np.ndarray, np.ndarray]:
     """``(unique ids in first-appearance order, local index of every id)``; ``mark`` is a
     scratch array over the id range holding ``empty`` everywhere, and is left that way."""
@@ -132,7 +133,7 @@ def _prefetch(typingctx, arr, flat_index):
     return types.void(arr, flat_index), codegen
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _copy_rows(src, src_ids, dst, dst_ids, gather, scatter):
     """``dst[dst_ids[i]] = src[src_ids[i]]`` for every i, on C-contiguous 2-D arrays of raw
     row words; without ``gather`` ``src_ids[i]`` reads as i, without ``scatter`` ``dst_ids[i]``
@@ -152,7 +153,7 @@ def _copy_rows(src, src_ids, dst, dst_ids, gather, scatter):
     return -1
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _gather_words(src, ids, dst):
     """``dst[i] = src[ids[i]]`` on 1-D arrays of words (ids, labels, CSC neighbours): the
     general loop's inner loop and flags cost more than the copy for one-word rows (0.13 ms

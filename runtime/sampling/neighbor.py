@@ -11,6 +11,7 @@ both directions are answered by the seed's machine.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -287,19 +288,19 @@ def _excluded(excl, book, m, et, out_dir):
     return sel - lo
 
 
-_batch_key: tuple[int, int] | None = None
+_batch = threading.local()  # per thread: a loader's prefetch thread samples its own batch
 
 
 def current_batch_key() -> tuple[int, int] | None:
-    """The (epoch, batch) being sampled, if a loader said so (see ``set_batch_key``)."""
-    return _batch_key
+    """The (epoch, batch) this thread is sampling, if a loader said so (``set_batch_key``)."""
+    return getattr(_batch, "key", None)
 
 
 def set_batch_key(key: tuple[int, int] | None) -> None:
-    """Tell samplers which (epoch, batch) they are sampling: its draws then depend on that
-    alone, so a batch is the same whether a sampler process or the trainer samples it."""
-    global _batch_key
-    _batch_key = key
+    """Tell samplers which (epoch, batch) this thread samples: its draws then depend on that
+    alone, so a batch is the same whether a sampler process, a prefetch thread or the
+    trainer samples it."""
+    _batch.key = key
 
 
 class NeighborSampler:
@@ -356,8 +357,9 @@ class NeighborSampler:
         if graph is None:
             graph = get_context().current_graph()
         self._calls += 1
-        if _batch_key is not None:
-            call_seed = (self.seed * 1_000_003 + _batch_key[0]) * 1_000_033 + _batch_key[1]
+        batch_key = current_batch_key()
+        if batch_key is not None:
+            call_seed = (self.seed * 1_000_003 + batch_key[0]) * 1_000_033 + batch_key[1]
         else:
             call_seed = self.seed * 1_000_003 + self._calls
         dst = _as_seed_dict(graph, seeds)

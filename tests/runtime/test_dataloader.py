@@ -351,3 +351,166 @@ def test_resume_mid_epoch_samples_the_same_blocks(standalone, num_samplers):
         finally:
             whole.close()
             resumed.close()
+
+
+# --- prefetch on a thread of the trainer (0 sampler processes) ------------------------------
+def _prefetch_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "dglctl-prefetch"]
+
+
+def _loaders(ids, sampler, **kwargs):
+    """The same shuffled loader made in the step and on the prefetch thread."""
+    return [DistDataLoader(ids, 32, shuffle=True, seed=4, collate_fn=sampler.sample_blocks,
+                           num_samplers=0, prefetch=p, **kwargs) for p in (False, True)]
+
+
+@pytest.mark.multiprocess
+def test_prefetched_batches_are_the_steps_batches(standalone):
+    import runtime as dg
+
+    dg.DistGraph("g", part_config=str(standalone))
+    step, ahead = _loaders(np.arange(0, 600, 3), NeighborSampler([4, 6], seed=3))
+    assert not step.prefetch and ahead.prefetch
+    for _ in range(2):  # two epochs: a new thread each
+        a = [_blocks_signature(b) for b in step]
+        b = [_blocks_signature(b) for b in ahead]
+        assert a == b and len(a) == len(step)
+    assert _prefetch_threads() == []
+    assert DistDataLoader(np.arange(9), 3, collate_fn=lambda ids: ids).prefetch is False, \
+        "a collate function of the user's own runs in the step unless asked"
+
+
+@pytest.mark.multiprocess
+def test_prefetch_samples_on_a_thread_over_its_own_connections(trainer):
+    """Batches are made on the prefetch thread, through a server pool of its own (never the
+    trainer's sockets: ZeroMQ sockets are not shared between threads), and are the blocks
+    the step would have sampled, with seeds on both machines."""
+    import threading
+
+    from runtime.context import current_pool, get_context
+
+    g = trainer.DistGraph("g")
+    sampler = NeighborSampler([3, 4], seed=2)
+    seen = []
+
+    def collate(ids):
+        seen.append((threading.current_thread().name, current_pool(get_context())))
+        return sampler.sample_blocks(ids)
+
+    ids = np.arange(0, g.num_nodes(), 5)
+    step = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=sampler.sample_blocks,
+                          num_samplers=0, prefetch=False)
+    ahead = DistDataLoader(ids, 40, shuffle=True, seed=5, collate_fn=collate,
+                           num_samplers=0, prefetch=True)
+    a = [_blocks_signature(b) for b in step]
+    b = [_blocks_signature(b) for b in ahead]
+    assert a == b and len(a) == len(step)
+    main_pool = get_context().pool
+    assert {name for name, _ in seen} == {"dglctl-prefetch"}
+    assert all(p is not None and p is not main_pool for _, p in seen)
+    assert all(p._socks == {} for _, p in seen), "the thread closes its connections"
+
+
+@pytest.mark.multiprocess
+def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, monkeypatch):
+    """The step's read g.ndata["feat"][input_nodes] is learnt on the first batch and pulled on
+    the prefetch thread for the next ones: same rows, read without a pull in the step. A
+    tensor the trainer writes is never pulled ahead."""
+    import threading
+
+    from runtime.tensor_store import TensorStore
+
+    g = trainer.DistGraph("g")
+    pulls: list[tuple[str, str]] = []
+    real_pull = TensorStore.pull
+
+    def spy(self, key, *args, **kwargs):
+        pulls.append((key, threading.current_thread().name))
+        return real_pull(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(TensorStore, "pull", spy)
+    feat, label = g.ndata["feat"], g.ndata["label"]
+    loader = DistNodeDataLoader(g, np.arange(0, g.num_nodes(), 2), NeighborSampler([3, 4]),
+                                batch_size=30, shuffle=True, num_samplers=0, queue_size=1)
+    assert loader.prefetch
+    n = 0
+    for input_nodes, seeds, blocks in loader:
+        x = feat[input_nodes]
+        y = label[seeds]
+        np.testing.assert_array_equal(x.numpy(), feat.read_rows(input_nodes))
+        np.testing.assert_array_equal(y.numpy(), label.read_rows(seeds))
+        assert input_nodes is blocks[0].srcdata[NID]
+        n += 1
+    steps = [k for k, t in pulls if t == "MainThread"]
+    ahead = [k for k, t in pulls if t == "dglctl-prefetch"]
+    # In the step: the checks' own reads (2 per batch) and the reads of the batches made
+    # before the first read was learnt (queue_size 1: at most 3); the rest came ahead.
+    assert len(steps) <= 2 * n + 2 * 3, steps
+    assert ahead.count(feat.kvstore_key) >= n - 3 and ahead.count(label.kvstore_key) >= n - 3
+    # Written by this trainer: read in the step from then on.
+    pulls.clear()
+    label[np.arange(3)] = label[np.arange(3)]
+    for _, seeds, _ in loader:
+        label[seeds]
+    assert label.kvstore_key not in [k for k, t in pulls if t == "dglctl-prefetch"]
+
+
+@pytest.mark.multiprocess
+def test_a_prefetch_error_reaches_the_trainer_and_a_broken_loop_stops_the_thread(standalone):
+    import runtime as dg
+
+    dg.DistGraph("g", part_config=str(standalone))
+    failing = DistDataLoader(np.arange(100), 10, collate_fn=_failing_collate, num_samplers=0,
+                             prefetch=True)
+    with pytest.raises(ValueError, match="boom in collate"):
+        list(failing)
+    assert _prefetch_threads() == []
+    loader = DistDataLoader(np.arange(600), 10, collate_fn=NeighborSampler([3]).sample_blocks,
+                            num_samplers=0)
+    it = iter(loader)
+    next(it), next(it)
+    assert len(_prefetch_threads()) == 1, "the thread waits for the trainer to take more"
+    loader.close()
+    assert _prefetch_threads() == []
+    for i, _ in enumerate(loader):  # a new iteration, a new thread; a break ends it
+        if i == 2:
+            break
+    assert _prefetch_threads() == []
+    assert len(list(loader)) == len(loader) and loader.wait_time > 0
+    assert _prefetch_threads() == []
+
+
+@pytest.mark.multiprocess
+def test_training_losses_are_the_same_with_and_without_prefetch(trainer):
+    """Two epochs of GraphSAGE with a fixed seed: the same loss at every step whether the
+    step samples and pulls its batch or the prefetch thread did (dropout draws included)."""
+    import torch
+    import torch.nn.functional as F
+
+    from runtime.nn.sage import SAGE
+
+    g = trainer.DistGraph("g")
+
+    def losses(prefetch: bool) -> list[float]:
+        torch.manual_seed(0)
+        model = SAGE(5, 8, 4, 2, dropout=0.5)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        loader = DistNodeDataLoader(g, np.arange(0, g.num_nodes(), 2), NeighborSampler([3, 4]),
+                                    batch_size=40, shuffle=True, num_samplers=0,
+                                    prefetch=prefetch)
+        out = []
+        for _ in range(2):
+            for input_nodes, seeds, blocks in loader:
+                x = g.ndata["feat"][input_nodes]
+                y = g.ndata["label"][seeds] % 4
+                loss = F.cross_entropy(model(blocks, x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                out.append(loss.item())
+        return out
+
+    a, b = losses(False), losses(True)
+    assert len(a) == 2 * 8 and a == b

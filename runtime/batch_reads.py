@@ -1,0 +1,116 @@
+"""Rows a training step reads with its batch's node ids, pulled before the step asks for them.
+
+A loader that makes batches ahead (``DistDataLoader``'s prefetch thread) hands each batch to
+the trainer through :meth:`BatchReads.hand_over`. A ``DistTensor`` read whose ids are one of
+that batch's id tensors (the very object: ``input_nodes``, ``seeds``,
+``blocks[0].srcdata[NID]``, ``blocks[-1].dstdata[NID]``) is learnt, and from then on the
+loader's thread pulls that tensor's rows for every batch it makes (:meth:`pull_ahead`) while
+the step before runs; the step's read takes them (:func:`take`) without a round trip.
+
+Only tensors this process has never written are pulled ahead (nor taken once it has). Rows another trainer writes during
+the step before may be read one step early: without prefetch the same read races with that
+write too (trainers' steps are not ordered against each other's writes, in DGL either). A
+loader built with ``prefetch_features=False`` leaves every read to the step.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+NID = "_ID"  # runtime.sampling.block.NID (not imported: this module sits below sampling)
+
+Slot = tuple[Any, ...]  # where a batch keeps an id tensor: ("item", i), ("src",), ("dst",)
+
+
+def id_slots(batch: Any) -> dict[Slot, torch.Tensor]:
+    """The id tensors of a batch by slot: top-level tensors of a tuple or list batch, the
+    first block's source ids and the last block's destination ids."""
+    items = batch if isinstance(batch, (tuple, list)) else (batch,)
+    slots: dict[Slot, torch.Tensor] = {}
+    blocks = None
+    for i, x in enumerate(items):
+        if isinstance(x, torch.Tensor):
+            slots[("item", i)] = x
+        elif isinstance(x, (tuple, list)) and x and getattr(x[0], "is_block", False):
+            blocks = x
+        elif getattr(x, "is_block", False) and blocks is None:
+            blocks = items
+    if blocks:
+        first, last = blocks[0], blocks[-1]
+        if first.is_homogeneous() and last.is_homogeneous():
+            slots[("src",)] = first.srcdata[NID]
+            slots[("dst",)] = last.dstdata[NID]
+    return slots
+
+
+@dataclass
+class _Held:
+    """The batch the trainer holds: its id tensors and the rows pulled ahead for it."""
+
+    owner: BatchReads
+    slots: dict[int, tuple[Slot, torch.Tensor]]  # id(tensor) -> (slot, tensor: kept alive)
+    ready: dict[tuple[str, Slot], np.ndarray] = field(default_factory=dict)
+
+
+_held: _Held | None = None  # the main thread's batch (reads come from the training step)
+
+
+class BatchReads:
+    """One loader's learnt reads: which tensor the step reads with which id slot."""
+
+    def __init__(self) -> None:
+        self._learnt: dict[tuple[str, Slot], Any] = {}  # (key, slot) -> a DistTensor
+        self._lock = threading.Lock()
+
+    def learn(self, tensor: Any, slot: Slot) -> None:
+        """The step read ``tensor`` with the batch's ``slot`` ids: pull it ahead from now on."""
+        with self._lock:
+            self._learnt.setdefault((tensor.kvstore_key, slot), tensor)
+
+    def pull_ahead(self, batch: Any) -> dict[tuple[str, Slot], np.ndarray]:
+        """Pull every learnt read of ``batch`` (on the loader's thread): ``{(key, slot):
+        rows}``."""
+        with self._lock:
+            learnt = list(self._learnt.items())
+        if not learnt:
+            return {}
+        slots = id_slots(batch)
+        out = {}
+        for (key, slot), tensor in learnt:
+            ids = slots.get(slot)
+            if ids is not None and not tensor.store.written(key):
+                out[(key, slot)] = tensor.read_rows(ids)
+        return out
+
+    def hand_over(self, batch: Any, ready: dict[tuple[str, Slot], np.ndarray]) -> None:
+        """The trainer now holds ``batch`` (with the rows pulled ahead for it)."""
+        global _held
+        _held = _Held(self, {id(t): (s, t) for s, t in id_slots(batch).items()}, dict(ready))
+
+    def release(self) -> None:
+        """The trainer holds none of this loader's batches any more."""
+        global _held
+        if _held is not None and _held.owner is self:
+            _held = None
+
+
+def take(tensor: Any, ids: Any) -> torch.Tensor | None:
+    """Rows of ``tensor`` for ``ids`` pulled ahead, if ``ids`` is an id tensor of the batch
+    the trainer holds (learning the read if so); None: read them now."""
+    held = _held
+    if held is None or threading.current_thread() is not threading.main_thread():
+        return None
+    found = held.slots.get(id(ids))
+    if found is None or found[1] is not ids:
+        return None
+    key = tensor.kvstore_key
+    if tensor.store.written(key):
+        return None
+    held.owner.learn(tensor, found[0])
+    ready = held.ready.pop((key, found[0]), None)
+    return None if ready is None else torch.from_numpy(ready)
