@@ -223,3 +223,38 @@ def report_sizes(results: dict[str, Any], out: Path | None, filename: str, as_js
         if out is not None:
             print(f"\nwrote {out / filename}")
     return 1 if any(r["status"] != "measured" for r in results["sizes"]) else 0
+
+
+def epoch_phase_cli(doc: str, prefix: str, measure: Callable[..., dict[str, Any]],
+                    report: Callable[[dict[str, Any]], str], *, steps: int) -> int:
+    """The command line of a benchmark of the example's epoch on 2 loopback machines
+    (``bench.epoch_floor``, ``bench.prefetch_bench``): ``--nodes``, ``--avg-degree``,
+    ``--steps``, ``--repeat``, ``--workdir``, ``--smoke`` (20k nodes, 5 steps of batch 200,
+    once: what the suite runs) and ``--json``. Partitions the generated graph in 2 (once per
+    work folder), then prints ``report(measure(cfg, work, steps=, repeat=, batch_size=))``."""
+    import argparse
+    import json
+
+    from partitioner.generate import generate_graph
+
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--avg-degree", type=float, default=20.0)
+    ap.add_argument("--steps", type=int, default=steps, help="steps per trainer")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of measurements")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--smoke", action="store_true",
+                    help="a 20k-node graph, 5 steps of batch 200, once (the suite runs it)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    args = ap.parse_args()
+    nodes, steps, repeat, batch = args.nodes, args.steps, args.repeat, 1000
+    if args.smoke:
+        nodes, steps, repeat, batch = 20_000, 5, 1, 200
+    work = args.workdir or Path(tempfile.mkdtemp(prefix=prefix))
+    cfg = prepare_parts(lambda: generate_graph(nodes, avg_degree=args.avg_degree, seed=0),
+                        work, (2,))[2]
+    r = measure(cfg, work, steps=steps, repeat=repeat, batch_size=batch)
+    r["nodes"] = nodes
+    print(json.dumps(r) if args.json else report(r))
+    return 0

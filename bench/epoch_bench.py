@@ -38,7 +38,8 @@ def parse_epoch_line(line: str) -> dict[str, Any]:
 def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: int,
               batch_size: int = 1000, fan_out: str = "10,25", num_hidden: int = 64,
               num_samplers: int = 0, omp_threads: int = 1,
-              timeout: float = 900.0, extra_args: list[str] | None = None) -> dict[str, Any]:
+              timeout: float = 900.0, extra_args: list[str] | None = None,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
     """One epoch of examples/train_dist.py (``--max-steps``) on ``hosts`` loopback machines
     (127.0.0.1 ...), one server and one trainer each, started directly (no launcher).
 
@@ -47,14 +48,15 @@ def run_epoch(part_config: Path, work: Path, *, hosts: int, steps_per_trainer: i
     machine's 2). Several threads per trainer on a shared 2-core machine made the epoch time
     vary 2x from run to run (a busy core stalls every parallel region). Returns rank 0's epoch
     time and split, the seeds of the whole epoch (``hosts * steps_per_trainer * batch_size``)
-    and seeds/s, and the start-to-finish seconds. ``extra_args`` go to the example too.
+    and seeds/s, and the start-to-finish seconds. ``extra_args`` go to the example too,
+    ``env`` to the trainers' environment.
     """
     t0 = time.perf_counter()
     outs = run_trainers(part_config, work, [
         "examples/train_dist.py", "--graph-name", "bench", "--num-epochs", "1", "--batch-size",
         str(batch_size), "--fan-out", fan_out, "--num-hidden", str(num_hidden), "--max-steps",
         str(steps_per_trainer), "--no-eval", *(extra_args or [])], hosts=hosts,
-        num_samplers=num_samplers, omp_threads=omp_threads, timeout=timeout)
+        num_samplers=num_samplers, omp_threads=omp_threads, timeout=timeout, env=env)
     total = time.perf_counter() - t0
     line = next(ln for ln in outs[0].splitlines() if ln.startswith("epoch 0"))
     r = parse_epoch_line(line)

@@ -9,8 +9,10 @@ each batch; trainer 0 then times, on those batches and alternating ``--repeat`` 
   arithmetic on adjacency matrices built beforehand, the features already in memory;
 - the feature fetch (``g.ndata["feat"][input_nodes]``) against (b) the same remote bytes
   moved by bare pyzmq from the other trainer's process plus a numpy gather of the local rows;
-- the sampling (the loader's wait per batch in the epoch) against (c) the same sampling in
-  the trainer's process on its local partition, blocks built.
+- the sampling (the loader's wait per batch in the epoch, batches made in the step: each
+  phase's own cost, not what the prefetch thread hides; bench/prefetch_bench.py measures
+  that) against (c) the same sampling in the trainer's process on its local partition,
+  blocks built.
 
 Prints each phase, its floor and the ratio (the goal: each within 1.25x). Every trainer runs
 one thread (OMP_NUM_THREADS=1, as configs/local.yaml): each emulated host is a one-core
@@ -21,14 +23,12 @@ machine on this 2-core one.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import prepare_parts
+from bench.common import epoch_phase_cli
 from bench.jobs import run_trainers
 
 PHASES = ("sample", "fetch", "forward", "backward")
@@ -62,29 +62,7 @@ def report(r: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=1_000_000)
-    ap.add_argument("--avg-degree", type=float, default=20.0)
-    ap.add_argument("--steps", type=int, default=30, help="steps per trainer")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--smoke", action="store_true",
-                    help="a 20k-node graph, 5 steps of batch 200, once (the suite runs it)")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    args = ap.parse_args()
-    from partitioner.generate import generate_graph
-
-    nodes, steps, repeat, batch = args.nodes, args.steps, args.repeat, 1000
-    if args.smoke:
-        nodes, steps, repeat, batch = 20_000, 5, 1, 200
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="dglctl-floor-"))
-    cfg = prepare_parts(lambda: generate_graph(nodes, avg_degree=args.avg_degree, seed=0),
-                        work, (2,))[2]
-    r = measure(cfg, work, steps=steps, repeat=repeat, batch_size=batch)
-    r["nodes"] = nodes
-    print(json.dumps(r) if args.json else report(r))
-    return 0
+    return epoch_phase_cli(__doc__ or "", "dglctl-floor-", measure, report, steps=30)
 
 
 if __name__ == "__main__":

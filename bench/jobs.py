@@ -59,11 +59,13 @@ class Servers:
 
 def run_trainers(part_config: Path, work: Path, argv: list[str], *, hosts: int = 2,
                  num_samplers: int = 0, omp_threads: int = 1, timeout: float = 900.0,
-                 what: str = "trainer") -> list[str]:
+                 what: str = "trainer", env: dict[str, str] | None = None) -> list[str]:
     """One server per loopback machine and one trainer each running ``argv`` (from the
-    repository root, torch.distributed's variables set, ``omp_threads`` threads), as 'dglctl
-    launch' would start them; every process is ended, even on failure. Returns each trainer's
-    output; a trainer that exits non-zero is a RuntimeError with the end of its errors."""
+    repository root, torch.distributed's variables set, ``omp_threads`` threads, ``env``
+    on top), as 'dglctl launch' would start them; every process is ended, even on failure.
+    Returns each trainer's output; a trainer that exits non-zero is a RuntimeError with the
+    end of its errors."""
+    env_extra = env or {}
     servers = Servers(part_config, 1, work, ips=[f"127.0.0.{i + 1}" for i in range(hosts)])
     master = free_base(["127.0.0.1"], 1)
     trainers: list[subprocess.Popen] = []
@@ -73,6 +75,7 @@ def run_trainers(part_config: Path, work: Path, argv: list[str], *, hosts: int =
             env.update(RANK=str(rank), WORLD_SIZE=str(hosts), LOCAL_RANK="0",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
                        DGLCTL_NUM_SAMPLERS=str(num_samplers), OMP_NUM_THREADS=str(omp_threads))
+            env.update(env_extra)
             trainers.append(subprocess.Popen([sys.executable, *argv], cwd=REPO, env=env,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                              text=True))

@@ -143,7 +143,7 @@ def main() -> None:
     sampler = NeighborSampler(g, fanouts, runtime.sample_neighbors, "cpu", seed=0)
     loader = DistDataLoader(dataset=train_nid.numpy(), batch_size=args.batch_size,
                             collate_fn=sampler.sample_blocks, shuffle=True, drop_last=False,
-                            seed=0)
+                            seed=0, prefetch=False)  # each phase's own cost, in the step
     model = SAGE(in_feats, args.num_hidden, n_classes, len(fanouts), F.relu, 0.5)
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
 
