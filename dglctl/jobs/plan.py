@@ -290,6 +290,17 @@ def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
     return max(1, (cores - others) // tph)
 
 
+def prefetch_without_core(cluster: ClusterConfig, hosts: int, cores: int | None) -> bool:
+    """Whether a trainer's prefetch thread would find no idle core: on the local transport
+    every host is this machine, and with 0 sampler processes its ``cores`` are all taken by
+    the job's servers and trainers (one core each). The thread's work then takes the step's
+    core: 2 hosts on 2 cores ran the epoch 1.19x slower with it (bench/prefetch_bench.py),
+    so such trainers get ``DGLCTL_PREFETCH=0`` unless the cluster's env sets it."""
+    if cluster.transport != "local" or cluster.samplers_per_trainer or cores is None:
+        return False
+    return hosts * (cluster.servers_per_host + cluster.trainers_per_host) >= cores
+
+
 def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartConfig,
              job_id: str, token: str, workspaces: Sequence[str], pythons: Sequence[str],
              port_base: int | None = None, cores: Sequence[int | None] | None = None,
@@ -339,6 +350,7 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
             timeout=cluster.timeout, encrypt=int(cluster.encrypt))
         return {**cluster.env, **env}
 
+    no_idle_core = prefetch_without_core(cluster, len(plans), (cores or [None])[0])
     procs = []
     for hp in plans:
         for s in range(k):
@@ -359,6 +371,8 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
                 max_restarts=cluster.max_restarts))
             if threads is not None and "OMP_NUM_THREADS" not in cluster.env:
                 env["OMP_NUM_THREADS"] = str(threads)
+            if no_idle_core and "DGLCTL_PREFETCH" not in cluster.env:
+                env["DGLCTL_PREFETCH"] = "0"
             ifname = (ifnames or [None] * len(plans))[hp.index]
             for var in SOCKET_IFNAME_VARS:
                 if ifname is not None and var not in cluster.env:

@@ -19,6 +19,7 @@ from dglctl.jobs.plan import (
     choose_ports,
     host_files,
     plan_job,
+    prefetch_without_core,
     preflight_ports,
 )
 from partitioner.format import PartConfig
@@ -221,3 +222,30 @@ def test_dry_run_checks_its_inputs(parts, home, local_cluster, tmp_path, capsys,
     code = main(["launch", "--cluster", str(local_cluster),
                  "--part-config", str(parts[2]), "--dry-run", str(tmp_path / "nope.py")])
     assert code == 2 and "nope.py: no such file" in capsys.readouterr().err
+
+
+def test_local_trainers_without_an_idle_core_make_their_batches_in_the_step():
+    """Every host of the local transport is this machine: when the job's servers and
+    trainers take all its cores (and no sampler process makes the batches), the trainers'
+    prefetch thread would only take the step's core, so they get DGLCTL_PREFETCH=0."""
+    def trainers_env(cores, **changes):
+        data = {"transport": "local", "hosts": [{"name": "m0", "address": "127.0.0.1"},
+                                                {"name": "m1", "address": "127.0.0.2"}],
+                "servers_per_host": 1, "trainers_per_host": 1, "samplers_per_trainer": 0,
+                "env": {}}
+        data.update(changes)
+        c = parse_cluster_config(data, "local.yaml")
+        opts = LaunchOptions(Path("/home/u/train.py"), (), Path("/parts/g.json"))
+        p = plan_job(c, opts, part_config=PART, job_id="0101-abcdef", token=TOKEN,
+                     workspaces=["/ws/0", "/ws/1"], pythons=["/py"] * 2, cores=[cores] * 2)
+        return [t.env for t in p.trainers]
+
+    assert all(e["DGLCTL_PREFETCH"] == "0" for e in trainers_env(2))
+    assert all(e["DGLCTL_PREFETCH"] == "0" for e in trainers_env(4))
+    assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(5)), "an idle core"
+    assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(None)), "cores unknown"
+    assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(2, samplers_per_trainer=1))
+    assert all(e["DGLCTL_PREFETCH"] == "1"
+               for e in trainers_env(2, env={"DGLCTL_PREFETCH": "1"})), "the cluster's env wins"
+    assert not prefetch_without_core(cluster(samplers_per_trainer=0), 3, 1), \
+        "ssh hosts are machines of their own"
