@@ -226,12 +226,14 @@ def report_sizes(results: dict[str, Any], out: Path | None, filename: str, as_js
 
 
 def epoch_phase_cli(doc: str, prefix: str, measure: Callable[..., dict[str, Any]],
-                    report: Callable[[dict[str, Any]], str], *, steps: int) -> int:
-    """The command line of a benchmark of the example's epoch on 2 loopback machines
+                    report: Callable[[dict[str, Any]], str], *, steps: int,
+                    parts: tuple[int, ...] = (2,)) -> int:
+    """The command line of a benchmark of the example's epoch on loopback machines
     (``bench.epoch_floor``, ``bench.prefetch_bench``): ``--nodes``, ``--avg-degree``,
     ``--steps``, ``--repeat``, ``--workdir``, ``--smoke`` (20k nodes, 5 steps of batch 200,
-    once: what the suite runs) and ``--json``. Partitions the generated graph in 2 (once per
-    work folder), then prints ``report(measure(cfg, work, steps=, repeat=, batch_size=))``."""
+    once: what the suite runs) and ``--json``. Partitions the generated graph into each of
+    ``parts`` (once per work folder), then prints ``report(measure(cfgs, work, steps=,
+    repeat=, batch_size=))``, ``cfgs`` the part count -> partition config."""
     import argparse
     import json
 
@@ -252,9 +254,9 @@ def epoch_phase_cli(doc: str, prefix: str, measure: Callable[..., dict[str, Any]
     if args.smoke:
         nodes, steps, repeat, batch = 20_000, 5, 1, 200
     work = args.workdir or Path(tempfile.mkdtemp(prefix=prefix))
-    cfg = prepare_parts(lambda: generate_graph(nodes, avg_degree=args.avg_degree, seed=0),
-                        work, (2,))[2]
-    r = measure(cfg, work, steps=steps, repeat=repeat, batch_size=batch)
+    cfgs = prepare_parts(lambda: generate_graph(nodes, avg_degree=args.avg_degree, seed=0),
+                         work, parts)
+    r = measure(cfgs, work, steps=steps, repeat=repeat, batch_size=batch)
     r["nodes"] = nodes
     print(json.dumps(r) if args.json else report(r))
     return 0

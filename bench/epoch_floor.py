@@ -34,10 +34,11 @@ from bench.jobs import run_trainers
 PHASES = ("sample", "fetch", "forward", "backward")
 
 
-def measure(part_config: Path, work: Path, *, steps: int, repeat: int, batch_size: int = 1000,
-            timeout: float = 1800.0) -> dict[str, Any]:
-    """Run the two floor trainers against the partition's servers; trainer 0's figures."""
-    outs = run_trainers(part_config, work, [
+def measure(cfgs: dict[int, Path], work: Path, *, steps: int, repeat: int,
+            batch_size: int = 1000, timeout: float = 1800.0) -> dict[str, Any]:
+    """Run the two floor trainers against the 2-part partition's servers (``cfgs[2]``);
+    trainer 0's figures."""
+    outs = run_trainers(cfgs[2], work, [
         "bench/scripts/floor_trainer.py", "--steps", str(steps), "--repeat", str(repeat),
         "--batch-size", str(batch_size), "--rendezvous", str(work)], timeout=timeout,
         what="floor trainer")
