@@ -90,6 +90,7 @@ def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, local_
                                                              capsys):
     data = yaml.safe_load(local_cluster.read_text())
     data["env"] = {k: v for k, v in data.get("env", {}).items() if k != "OMP_NUM_THREADS"}
+    data["samplers_per_trainer"] = 0
     local_cluster.write_text(yaml.safe_dump(data))
     code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
                           str(parts[2]), SCRIPT, "--ip_config", "ip_config_of_my_laptop.txt",
@@ -99,10 +100,13 @@ def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, local_
     assert sorted(int(e["RANK"]) for e in envs) == [0, 1, 2, 3]
     job = list_jobs()[-1].job_id
     cpus = len(os.sched_getaffinity(0))
-    # Each host: 1 server and 2 trainers with 1 sampler each: the rest of the cores shared.
-    omp = str(max(1, (cpus - 1 - 2) // 2))
+    # Each host: 1 server and 2 trainers, no sampler: the rest of the cores shared.
+    omp = str(max(1, (cpus - 1) // 2))
+    # Both hosts are this machine: with no core left for a prefetch thread, none is made.
+    prefetch = "0" if 2 * (1 + 2) >= cpus else None
     for e in envs:
         assert e["TORCHELASTIC_RUN_ID"] == job and e["OMP_NUM_THREADS"] == omp
+        assert e.get("DGLCTL_PREFETCH") == prefetch
         assert e["GLOO_SOCKET_IFNAME"] == "lo"  # 127.0.0.1 and .2: the loopback interface
         assert e["LOCAL_WORLD_SIZE"] == "2" and e["GROUP_RANK"] == str(int(e["RANK"]) // 2)
         assert e["nodes"] == 400

@@ -21,6 +21,6 @@ if args.mode == "crash" and rank == 1:
     raise ValueError(f"rank {rank} found a bad batch")
 names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
          "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS",
-         "TORCHELASTIC_ERROR_FILE", "GLOO_SOCKET_IFNAME"]
+         "TORCHELASTIC_ERROR_FILE", "GLOO_SOCKET_IFNAME", "DGLCTL_PREFETCH"]
 print("ENV " + json.dumps({n: os.environ.get(n) for n in names} | {"nodes": g.num_nodes()}),
       flush=True)
