@@ -37,6 +37,28 @@ def test_tiny_block_layout():
     assert b.in_degrees().tolist() == [2, 2, 3, 0]
 
 
+def test_sage_degrees_from_the_csr_are_the_counted_ones():
+    """The mean's degrees come from the block's CSR (its destinations unsorted, as a block of
+    several machines' replies, a destination without edges): the same integers as a count
+    of the edges, so the layer computes what it did before."""
+    from runtime.nn.sage import _in_degrees
+
+    rng = np.random.default_rng(3)
+    dst = rng.integers(0, 40, 500)
+    dst[dst == 7] = 8
+    b = to_block({"_N": np.arange(50)}, {ET: (rng.integers(0, 300, 500), dst, np.arange(500))})
+    counted = torch.bincount(b.edges()[1], minlength=50)
+    assert counted[7] == 0 and not bool((b.edges()[1][1:] >= b.edges()[1][:-1]).all())
+    assert torch.equal(_in_degrees(b, b.edges()[1], 50), counted)
+    torch.manual_seed(0)
+    conv = SAGEConv(6, 4, "mean")
+    x = torch.randn(b.num_src_nodes(), 6)
+    a = dense_adj(b)
+    mean = (a @ x) / a.sum(1, keepdim=True).clamp(min=1)
+    torch.testing.assert_close(conv(b, x), x[:50] @ conv.fc_self.weight.T
+                               + mean @ conv.fc_neigh.weight.T + conv.bias)
+
+
 @pytest.mark.parametrize("in_feats,out_feats", [(5, 3), (3, 5)])  # both sides of lin_before_mp
 def test_sage_mean_matches_dense(in_feats, out_feats):
     torch.manual_seed(0)
