@@ -49,9 +49,8 @@ class BatchPrefetcher:
         self._make, self._indices, self._reads = make, indices, reads
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
+        # Started by the first next(): an iteration never begun leaves no thread behind.
         self._thread = threading.Thread(target=self._run, name="dglctl-prefetch", daemon=True)
-        self._thread.start()
-        _live.add(self)
 
     def _run(self) -> None:
         pool = None
@@ -86,6 +85,8 @@ class BatchPrefetcher:
                 pool.close()
 
     def __iter__(self) -> Iterator[Any]:
+        _live.add(self)
+        self._thread.start()
         try:
             for _ in self._indices:
                 batch, ready, error = self._get()

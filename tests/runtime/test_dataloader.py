@@ -470,6 +470,7 @@ def test_a_prefetch_error_reaches_the_trainer_and_a_broken_loop_stops_the_thread
     loader = DistDataLoader(np.arange(600), 10, collate_fn=NeighborSampler([3]).sample_blocks,
                             num_samplers=0)
     it = iter(loader)
+    assert _prefetch_threads() == [], "started by the first next(), not by iter()"
     next(it), next(it)
     assert len(_prefetch_threads()) == 1, "the thread waits for the trainer to take more"
     loader.close()
