@@ -3,14 +3,16 @@
 A loader that makes batches ahead (``DistDataLoader``'s prefetch thread) hands each batch to
 the trainer through :meth:`BatchReads.hand_over`. A ``DistTensor`` read whose ids are one of
 that batch's id tensors (the very object: ``input_nodes``, ``seeds``,
-``blocks[0].srcdata[NID]``, ``blocks[-1].dstdata[NID]``) is learnt, and from then on the
-loader's thread pulls that tensor's rows for every batch it makes (:meth:`pull_ahead`) while
-the step before runs; the step's read takes them (:func:`take`) without a round trip.
+``blocks[0].srcdata[NID]``, ``blocks[-1].dstdata[NID]``, or one node type's of these) is
+learnt, and from then on the loader's thread pulls that tensor's rows for every batch it
+makes (:meth:`pull_ahead`) while the step before runs; the step's read takes them
+(:func:`take`) without a round trip.
 
-Only tensors this process has never written are pulled ahead (nor taken once it has). Rows another trainer writes during
-the step before may be read one step early: without prefetch the same read races with that
-write too (trainers' steps are not ordered against each other's writes, in DGL either). A
-loader built with ``prefetch_features=False`` leaves every read to the step.
+Only tensors this process has never written are pulled ahead (nor taken once it has). Rows
+another trainer writes during the step before may be read one step early: without prefetch
+the same read races with that write too (trainers' steps are not ordered against each
+other's writes, in DGL either). A loader built with ``prefetch_features=False`` leaves every
+read to the step.
 """
 
 from __future__ import annotations
@@ -24,27 +26,31 @@ import torch
 
 NID = "_ID"  # runtime.sampling.block.NID (not imported: this module sits below sampling)
 
-Slot = tuple[Any, ...]  # where a batch keeps an id tensor: ("item", i), ("src",), ("dst",)
+# Where a batch keeps an id tensor: ("item", i), ("item", i, ntype), ("src", ntype),
+# ("dst", ntype).
+Slot = tuple[Any, ...]
 
 
 def id_slots(batch: Any) -> dict[Slot, torch.Tensor]:
-    """The id tensors of a batch by slot: top-level tensors of a tuple or list batch, the
-    first block's source ids and the last block's destination ids."""
+    """The id tensors of a batch by slot: top-level tensors of a tuple or list batch (and
+    the per-type tensors of a top-level dict), the first block's source ids and the last
+    block's destination ids of each node type."""
     items = batch if isinstance(batch, (tuple, list)) else (batch,)
     slots: dict[Slot, torch.Tensor] = {}
     blocks = None
     for i, x in enumerate(items):
         if isinstance(x, torch.Tensor):
             slots[("item", i)] = x
+        elif isinstance(x, dict):
+            slots.update({("item", i, t): v for t, v in x.items() if isinstance(v, torch.Tensor)})
         elif isinstance(x, (tuple, list)) and x and getattr(x[0], "is_block", False):
             blocks = x
         elif getattr(x, "is_block", False) and blocks is None:
             blocks = items
     if blocks:
         first, last = blocks[0], blocks[-1]
-        if first.is_homogeneous() and last.is_homogeneous():
-            slots[("src",)] = first.srcdata[NID]
-            slots[("dst",)] = last.dstdata[NID]
+        slots.update({("src", t): first.srcnodes[t].data[NID] for t in first.ntypes})
+        slots.update({("dst", t): last.dstnodes[t].data[NID] for t in last.ntypes})
     return slots
 
 

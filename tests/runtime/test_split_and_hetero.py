@@ -127,3 +127,48 @@ def test_hetero_find_edges_returns_per_type_ids(tmp_path, monkeypatch):
         assert len(src) == len(dst) == 2
     finally:
         dg.exit_client()
+
+
+@pytest.mark.multiprocess
+def test_hetero_features_read_per_type_are_pulled_ahead(tmp_path, monkeypatch):
+    """On a heterograph the step reads one tensor per node type with that type's ids of the
+    batch (``blocks[0].srcdata[NID][t]``): each is learnt and pulled on the prefetch thread,
+    with the rows a direct read gives."""
+    import threading
+
+    import runtime as dg
+    from runtime.loader.dataloader import DistDataLoader
+    from runtime.sampling.neighbor import NeighborSampler
+    from runtime.tensor_store import TensorStore
+
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
+    dg.exit_client()
+    dg.initialize()
+    try:
+        g = dg.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
+        pulls: list[tuple[str, str]] = []
+        real_pull = TensorStore.pull
+
+        def spy(self, key, *args, **kwargs):
+            pulls.append((key, threading.current_thread().name))
+            return real_pull(self, key, *args, **kwargs)
+
+        monkeypatch.setattr(TensorStore, "pull", spy)
+        sampler = NeighborSampler([{"cites": 2, "writes": 2, "written-by": 2}] * 2)
+        loader = DistDataLoader(np.arange(0, 300, 3), 10, collate_fn=lambda ids: \
+                                sampler.sample_blocks({"paper": ids}, g), prefetch=True,
+                                queue_size=1)
+        n = 0
+        for blocks in loader:
+            ids = blocks[0].srcdata["_ID"]
+            for t, v in ids.items():
+                x = g.nodes[t].data["feat"][v]
+                np.testing.assert_array_equal(x.numpy(), g.nodes[t].data["feat"].read_rows(v))
+            n += 1
+        ahead = [k for k, name in pulls if name == "dglctl-prefetch"]
+        for t in ("paper", "author"):
+            key = g.nodes[t].data["feat"].kvstore_key
+            assert ahead.count(key) >= n - 3, (t, ahead)
+    finally:
+        dg.exit_client()
