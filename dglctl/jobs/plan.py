@@ -292,13 +292,15 @@ def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
 
 def prefetch_without_core(cluster: ClusterConfig, hosts: int, cores: int | None) -> bool:
     """Whether a trainer's prefetch thread would find no idle core: on the local transport
-    every host is this machine, and with 0 sampler processes its ``cores`` are all taken by
-    the job's servers and trainers (one core each). The thread's work then takes the step's
+    every host is this machine, and its ``cores`` are all taken by the job's servers,
+    trainers and sampler processes (one core each). The thread's work then takes the step's
     core: 2 hosts on 2 cores ran the epoch 1.19x slower with it (bench/prefetch_bench.py),
     so such trainers get ``DGLCTL_PREFETCH=0`` unless the cluster's env sets it."""
-    if cluster.transport != "local" or cluster.samplers_per_trainer or cores is None:
+    if cluster.transport != "local" or cores is None:
         return False
-    return hosts * (cluster.servers_per_host + cluster.trainers_per_host) >= cores
+    per_host = cluster.servers_per_host + cluster.trainers_per_host * (
+        1 + cluster.samplers_per_trainer)
+    return hosts * per_host >= cores
 
 
 def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartConfig,

@@ -48,7 +48,9 @@ class DistDataLoader:
     or ignored as in DGL (batches are on the CPU).
 
     With 0 sampler processes, ``prefetch`` makes the next batches on a thread while the
-    training step runs (``runtime.loader.prefetch``), ``queue_size`` ahead; on by default
+    training step runs (``runtime.loader.prefetch``), ``queue_size`` ahead (with sampler
+    processes, which make them, the thread takes each batch as it comes and does the rest:
+    CSR, features); on by default
     for the library's own samplers (their draws are keyed by the batch, so the batches are
     the same), opt-in for a collate function of your own (it must be thread-safe);
     ``DGLCTL_PREFETCH=0`` in the environment turns the default off (a script unchanged).
@@ -157,9 +159,16 @@ class DistDataLoader:
         if self.collate_fn is None:
             items: Iterator[Any] = (torch.from_numpy(b) for b in batches[start:])
         elif self.num_samplers > 0:
+            self._stop_prefetch()
             if self._workers is None:
                 self._workers = SamplerPool(self.collate_fn, self.num_samplers, self.queue_size)
             items = self._workers.run(batches, epoch_key=epoch, start=start)
+            if self.prefetch and self._reads is not None:
+                # The sampler processes make the batches; a thread takes each as it comes,
+                # builds its CSR and pulls its learnt reads while the step runs.
+                self._prefetcher = BatchPrefetcher(_taker(items), range(start, len(batches)),
+                                                   self.queue_size, self._reads)
+                items = iter(self._prefetcher)
         elif self.prefetch:
             self._stop_prefetch()
             make = functools.partial(_make_batch, self.collate_fn, batches, epoch)
@@ -196,10 +205,10 @@ class DistDataLoader:
     def close(self) -> None:
         """Stop the sampler processes or the prefetch thread (also done when the trainer
         exits)."""
+        self._stop_prefetch()  # first: its thread may be taking the sampler processes' batches
         if self._workers is not None:
             self._workers.close()
             self._workers = None
-        self._stop_prefetch()
 
 
 _END = object()
@@ -214,6 +223,11 @@ def _make_batch(collate_fn: Callable[[Any], Any] | None, batches: list[np.ndarra
         return collate_fn(torch.from_numpy(batches[i]))
     finally:
         set_batch_key(None)
+
+
+def _taker(batches: Iterator[Any]) -> Callable[[int], Any]:
+    """``make(i)`` of a prefetch thread that takes the batches of ``batches`` in order."""
+    return lambda _i: next(batches)
 
 
 def _prefetch_default(collate_fn: Callable[[Any], Any] | None) -> bool:

@@ -225,9 +225,9 @@ def test_dry_run_checks_its_inputs(parts, home, local_cluster, tmp_path, capsys,
 
 
 def test_local_trainers_without_an_idle_core_make_their_batches_in_the_step():
-    """Every host of the local transport is this machine: when the job's servers and
-    trainers take all its cores (and no sampler process makes the batches), the trainers'
-    prefetch thread would only take the step's core, so they get DGLCTL_PREFETCH=0."""
+    """Every host of the local transport is this machine: when the job's servers, trainers
+    and sampler processes take all its cores, the trainers' prefetch thread would only take
+    the step's core, so they get DGLCTL_PREFETCH=0."""
     def trainers_env(cores, **changes):
         data = {"transport": "local", "hosts": [{"name": "m0", "address": "127.0.0.1"},
                                                 {"name": "m1", "address": "127.0.0.2"}],
@@ -244,7 +244,8 @@ def test_local_trainers_without_an_idle_core_make_their_batches_in_the_step():
     assert all(e["DGLCTL_PREFETCH"] == "0" for e in trainers_env(4))
     assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(5)), "an idle core"
     assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(None)), "cores unknown"
-    assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(2, samplers_per_trainer=1))
+    assert all(e["DGLCTL_PREFETCH"] == "0" for e in trainers_env(6, samplers_per_trainer=1))
+    assert all("DGLCTL_PREFETCH" not in e for e in trainers_env(7, samplers_per_trainer=1))
     assert all(e["DGLCTL_PREFETCH"] == "1"
                for e in trainers_env(2, env={"DGLCTL_PREFETCH": "1"})), "the cluster's env wins"
     assert not prefetch_without_core(cluster(samplers_per_trainer=0), 3, 1), \

@@ -414,10 +414,13 @@ def test_prefetch_samples_on_a_thread_over_its_own_connections(trainer):
 
 
 @pytest.mark.multiprocess
-def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, monkeypatch):
+@pytest.mark.parametrize("num_samplers", [0, 1])
+def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, monkeypatch, request,
+                                                          num_samplers):
     """The step's read g.ndata["feat"][input_nodes] is learnt on the first batch and pulled on
     the prefetch thread for the next ones: same rows, read without a pull in the step. A
-    tensor the trainer writes is never pulled ahead."""
+    tensor the trainer writes is never pulled ahead. With a sampler process making the
+    batches, the thread takes them from it and pulls their rows the same way."""
     import threading
 
     from runtime.tensor_store import TensorStore
@@ -433,15 +436,17 @@ def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, monkeypatch):
     monkeypatch.setattr(TensorStore, "pull", spy)
     feat, label = g.ndata["feat"], g.ndata["label"]
     loader = DistNodeDataLoader(g, np.arange(0, g.num_nodes(), 2), NeighborSampler([3, 4]),
-                                batch_size=30, shuffle=True, num_samplers=0, queue_size=1)
+                                batch_size=30, shuffle=True, num_samplers=num_samplers,
+                                queue_size=1)
     assert loader.prefetch
+    request.addfinalizer(loader.close)
     n = 0
     for input_nodes, seeds, blocks in loader:
         x = feat[input_nodes]
         y = label[seeds]
         np.testing.assert_array_equal(x.numpy(), feat.read_rows(input_nodes))
         np.testing.assert_array_equal(y.numpy(), label.read_rows(seeds))
-        assert input_nodes is blocks[0].srcdata[NID]
+        assert num_samplers or input_nodes is blocks[0].srcdata[NID]  # (in process: one)
         n += 1
     steps = [k for k, t in pulls if t == "MainThread"]
     ahead = [k for k, t in pulls if t == "dglctl-prefetch"]
