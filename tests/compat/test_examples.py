@@ -5,7 +5,6 @@ the local two-machine cluster, train, print their accuracy and leave nothing beh
 from __future__ import annotations
 
 import os
-import random
 import re
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import leftovers
+from tests.runtime.conftest import free_port_range
 
 pytestmark = pytest.mark.multiprocess
 REPO = Path(__file__).parents[2]
@@ -45,7 +45,8 @@ def _cluster(tmp_path: Path) -> Path:
     sampler process per machine, and the examples' folder (the tqdm
     stand-in) on the trainers' PYTHONPATH."""
     data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
-    data.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000),
+    data.update(workspace=str(tmp_path / "ws"),
+                port_base=free_port_range(["127.0.0.1", "127.0.0.2"], 4),
                 trainers_per_host=1, samplers_per_trainer=1)
     data["env"] = {**data.get("env", {}), "PYTHONPATH": str(EXAMPLES)}
     path = tmp_path / "local.yaml"

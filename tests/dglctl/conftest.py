@@ -11,6 +11,7 @@ import yaml
 from partitioner import partition_graph
 from runtime.store.shm import SHM_DIR
 from tests.conftest import community_graph
+from tests.runtime.conftest import free_port_range
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -47,11 +48,9 @@ def home(tmp_path, monkeypatch):
 @pytest.fixture
 def local_cluster(tmp_path):
     """configs/local.yaml with a private workspace and a random port base."""
-    import random
-
     data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "local.yaml").read_text())
     data["workspace"] = str(tmp_path / "ws")
-    data["port_base"] = random.randint(20000, 50000)
+    data["port_base"] = free_port_range(["127.0.0.1", "127.0.0.2"], 4)
     data["timeout"] = 5
     path = tmp_path / "local.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -11,6 +11,7 @@ from dglctl.jobs.manifest import list_jobs
 from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.conftest import run_cli as run
 from tests.dglctl.sshd import ADDRESSES, start_sshd
+from tests.runtime.conftest import free_port_range
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -25,8 +26,6 @@ def sshd(tmp_path_factory):
 
 
 def write_cluster(path, sshd, **changes):
-    import random
-
     data = {
         "transport": "ssh",
         "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
@@ -35,7 +34,7 @@ def write_cluster(path, sshd, **changes):
                   for i, a in enumerate(ADDRESSES)],
         "python": sys.executable,
         "servers_per_host": 1, "trainers_per_host": 1, "samplers_per_trainer": 0,
-        "port_base": random.randint(20000, 50000), "timeout": 5,
+        "port_base": free_port_range(list(ADDRESSES), 4), "timeout": 5,
     }
     for k, v in changes.items():
         if k.startswith("ssh_"):

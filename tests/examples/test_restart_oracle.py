@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import leftovers
+from tests.runtime.conftest import free_port_range
 
 pytestmark = pytest.mark.multiprocess
 REPO = Path(__file__).parents[2]
@@ -46,7 +46,8 @@ def part_config(tmp_path_factory):
 def _cluster(tmp_path: Path) -> Path:
     tmp_path.mkdir(exist_ok=True)
     data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
-    data.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000),
+    data.update(workspace=str(tmp_path / "ws"),
+                port_base=free_port_range(["127.0.0.1", "127.0.0.2"], 4),
                 trainers_per_host=1, samplers_per_trainer=0)
     path = tmp_path / "local.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -103,12 +103,11 @@ def test_hetero_standalone_and_launched(tmp_path, monkeypatch):
     assert _accuracy(proc.stdout) > 0.6
     # The same script on the local 2-machine cluster, with sampler processes.
     monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
-    import random
-
     import yaml
 
     cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
-    cfg.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000))
+    cfg.update(workspace=str(tmp_path / "ws"),
+               port_base=free_port_range(["127.0.0.1", "127.0.0.2"], 4))
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     code = dglctl_main(["-q", "launch", str(REPO / "examples" / "train_dist_hetero.py"),
                         "--cluster", str(tmp_path / "c.yaml"), "--part-config",
@@ -124,8 +123,6 @@ def test_hetero_standalone_and_launched(tmp_path, monkeypatch):
 def test_accuracy_parity_standalone_vs_two_by_two(tmp_path, monkeypatch):
     """Same graph, seed, epochs and global batch: 2 parts x 2 trainers within 1 point of one
     process with the standalone DistGraph."""
-    import random
-
     import yaml
 
 
@@ -140,7 +137,8 @@ def test_accuracy_parity_standalone_vs_two_by_two(tmp_path, monkeypatch):
     single = _accuracy(proc.stdout)
     monkeypatch.setenv("DGLCTL_HOME", str(tmp_path / "home"))
     cfg = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
-    cfg.update(workspace=str(tmp_path / "ws"), port_base=random.randint(20000, 50000))
+    cfg.update(workspace=str(tmp_path / "ws"),
+               port_base=free_port_range(["127.0.0.1", "127.0.0.2"], 4))
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     log = tmp_path / "out.txt"
     with open(log, "w") as f:
