@@ -415,25 +415,14 @@ def test_prefetch_samples_on_a_thread_over_its_own_connections(trainer):
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("num_samplers", [0, 1])
-def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, monkeypatch, request,
+def test_features_read_with_a_batchs_ids_are_pulled_ahead(trainer, pulls_by_thread, request,
                                                           num_samplers):
     """The step's read g.ndata["feat"][input_nodes] is learnt on the first batch and pulled on
     the prefetch thread for the next ones: same rows, read without a pull in the step. A
     tensor the trainer writes is never pulled ahead. With a sampler process making the
     batches, the thread takes them from it and pulls their rows the same way."""
-    import threading
-
-    from runtime.tensor_store import TensorStore
-
     g = trainer.DistGraph("g")
-    pulls: list[tuple[str, str]] = []
-    real_pull = TensorStore.pull
-
-    def spy(self, key, *args, **kwargs):
-        pulls.append((key, threading.current_thread().name))
-        return real_pull(self, key, *args, **kwargs)
-
-    monkeypatch.setattr(TensorStore, "pull", spy)
+    pulls = pulls_by_thread
     feat, label = g.ndata["feat"], g.ndata["label"]
     loader = DistNodeDataLoader(g, np.arange(0, g.num_nodes(), 2), NeighborSampler([3, 4]),
                                 batch_size=30, shuffle=True, num_samplers=num_samplers,

@@ -130,16 +130,13 @@ def test_hetero_find_edges_returns_per_type_ids(tmp_path, monkeypatch):
 
 
 @pytest.mark.multiprocess
-def test_hetero_features_read_per_type_are_pulled_ahead(tmp_path, monkeypatch):
+def test_hetero_features_read_per_type_are_pulled_ahead(tmp_path, monkeypatch, pulls_by_thread):
     """On a heterograph the step reads one tensor per node type with that type's ids of the
     batch (``blocks[0].srcdata[NID][t]``): each is learnt and pulled on the prefetch thread,
     with the rows a direct read gives."""
-    import threading
-
     import runtime as dg
     from runtime.loader.dataloader import DistDataLoader
     from runtime.sampling.neighbor import NeighborSampler
-    from runtime.tensor_store import TensorStore
 
     monkeypatch.setenv("WORLD_SIZE", "1")
     partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
@@ -147,14 +144,7 @@ def test_hetero_features_read_per_type_are_pulled_ahead(tmp_path, monkeypatch):
     dg.initialize()
     try:
         g = dg.DistGraph("h", part_config=str(tmp_path / "p" / "h.json"))
-        pulls: list[tuple[str, str]] = []
-        real_pull = TensorStore.pull
-
-        def spy(self, key, *args, **kwargs):
-            pulls.append((key, threading.current_thread().name))
-            return real_pull(self, key, *args, **kwargs)
-
-        monkeypatch.setattr(TensorStore, "pull", spy)
+        pulls = pulls_by_thread
         sampler = NeighborSampler([{"cites": 2, "writes": 2, "written-by": 2}] * 2)
         loader = DistDataLoader(np.arange(0, 300, 3), 10, collate_fn=lambda ids: \
                                 sampler.sample_blocks({"paper": ids}, g), prefetch=True,
