@@ -21,6 +21,7 @@ from partitioner.partition_book import RangeMap
 from .errors import DistError
 from .rpc.client import Request, ServerPool
 from .rpc.messages import Message
+from .sampling import kernels
 
 
 class Routed(Protocol):
@@ -53,15 +54,13 @@ def split_by_owner(ids: np.ndarray, rmap: RangeMap, type_name: str) -> list[Shar
         m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
         if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t]:
             return [Share(m, slice(None), ids - rmap.typed_start[m, t])]
-    owner = np.searchsorted(rmap.typed_start[1:, t], ids, side="right")
-    local = ids - rmap.typed_start[owner, t]
-    order = np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner[order], np.arange(rmap.num_parts + 1))
+    order, local, bounds = kernels.group_by_range(np.ascontiguousarray(ids, np.int64),
+                                                  np.ascontiguousarray(rmap.typed_start[:, t]))
     shares = []
     for m in range(rmap.num_parts):
         if bounds[m] < bounds[m + 1]:
-            sel = order[bounds[m]:bounds[m + 1]]
-            shares.append(Share(m, sel, local[sel]))
+            shares.append(Share(m, order[bounds[m]:bounds[m + 1]],
+                                local[bounds[m]:bounds[m + 1]]))
     return shares
 
 

@@ -5,6 +5,7 @@ with Floyd's algorithm; in numpy that is a loop over the fanout with an O(fanout
 check per draw on every seed at once, plus temporaries of (seeds x fanout). Compiled, it is
 one pass over the seeds. Relabeling a block's node ids in order of first appearance is a
 plain sequential loop compiled, where numpy needs ``minimum.at`` (slow) and several passes.
+Grouping ids by owner machine is a counting sort in two passes (numpy needs a sort).
 Copying rows by index (feature pulls, on the server and in the trainer) is a compiled loop
 that asks for the row a few ids ahead before copying the current one: numpy's fancy
 indexing copies one row at a time and waits on every cache miss, which is most of the time
@@ -169,6 +170,46 @@ def _gather_words(src, ids, dst):
     return -1
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def group_by_range(ids, starts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ids grouped by the range ``[starts[m], starts[m + 1])`` holding each (every id inside
+    ``[starts[0], starts[-1])``, checked by the caller): ``(order, local, bounds)``, where
+    ``order[bounds[m]:bounds[m + 1]]`` are the positions of range m's ids in ``ids``, in
+    order, and ``local`` those ids less ``starts[m]``. Equal to a stable argsort of the
+    owners (a counting sort: two passes, no sort); an empty range owns nothing."""
+    n, k = len(ids), len(starts) - 1
+    owner = np.empty(n, np.int32)
+    bounds = np.zeros(k + 1, np.int64)
+    for i in range(n):
+        x = ids[i]
+        lo = 0  # the last range whose start is <= x
+        if k <= 16:  # counted without branches: owners in random order mispredict them
+            for m in range(1, k):
+                lo += starts[m] <= x
+        else:
+            hi = k - 1
+            while lo < hi:
+                mid = (lo + hi + 1) >> 1
+                if starts[mid] <= x:
+                    lo = mid
+                else:
+                    hi = mid - 1
+        owner[i] = lo
+        bounds[lo + 1] += 1
+    for m in range(k):
+        bounds[m + 1] += bounds[m]
+    fill = bounds[:k].copy()
+    order = np.empty(n, np.int64)
+    local = np.empty(n, np.int64)
+    for i in range(n):
+        m = owner[i]
+        p = fill[m]
+        order[p] = i
+        local[p] = ids[i] - starts[m]
+        fill[m] = p + 1
+    return order, local, bounds
+
+
 def _row_words(a: np.ndarray) -> np.ndarray:
     """``a`` (C-contiguous) as a 2-D array of unsigned words, one row per row of ``a``."""
     word = np.dtype(f"u{np.gcd(a.dtype.itemsize, 8)}")
@@ -221,6 +262,7 @@ def warm_up() -> None:
     rather than inside the first training step: loading them from numba's cache takes about
     0.3 s, compiling about 2 s."""
     sample_uniform(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.uint64), 1)
+    group_by_range(np.zeros(1, np.int64), np.array([0, 1], np.int64))
     for mark in (np.zeros(1, np.int32), np.zeros(1, np.int64)):  # see sampling.block._IdMap
         relabel_first_seen(mark, np.zeros(1, np.int64), mark.dtype.type(-1))
     for dtype in (np.uint8, np.uint32, np.uint64):  # bool masks, float32 features, int64 ids

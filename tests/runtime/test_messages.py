@@ -94,3 +94,23 @@ def test_split_by_owner_keeps_positions():
     np.testing.assert_array_equal(only.local, [2, 1])
     with pytest.raises(DistError, match=r"'_N' id 10 is outside \[0, 10\)"):
         split_by_owner(np.array([1, 10]), rmap, "_N")
+
+
+@pytest.mark.parametrize("sizes", [[4, 6], [0, 5, 0, 3, 7], [1] * 9, [10, 0]])
+def test_split_by_owner_equals_a_stable_sort_of_owners(sizes):
+    """The compiled grouping (a counting sort) against the numpy reference: owners by
+    searchsorted, positions by a stable argsort; empty parts own nothing."""
+    from partitioner.partition_book import RangeMap
+
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    rmap = RangeMap(["_N"], np.stack([bounds[:-1], bounds[1:]], 1)[:, None, :])
+    ids = np.random.default_rng(len(sizes)).integers(0, bounds[-1], 500)
+    owner = np.searchsorted(bounds[1:], ids, side="right")
+    order = np.argsort(owner, kind="stable")
+    shares = split_by_owner(ids, rmap, "_N")
+    assert [s.machine for s in shares] == sorted(set(owner.tolist()))
+    for s in shares:
+        want = order[owner[order] == s.machine]
+        np.testing.assert_array_equal(np.arange(len(ids))[s.sel], want)  # (or a slice: all)
+        np.testing.assert_array_equal(s.local, ids[want] - bounds[s.machine])
+    assert split_by_owner(ids[:0], rmap, "_N") == []
