@@ -11,9 +11,12 @@ the floor ``--repeat`` times on those batches (the other trainer answers its byt
 - fetch: ``load_subtensor`` again against (b), the same remote bytes moved by bare pyzmq
   from the other trainer's process (request, reply, no copy) plus a numpy gather of the
   local rows from the local shared-memory features;
-- sampling: the loader's time per batch against (c), the same sampling in this process on
-  the local partition (every seed of each layer, remote ones replaced by as many local ones,
-  since their edges are elsewhere) and the blocks built from it.
+- sampling: ``sampler.sample_blocks`` on each batch's seeds again (the servers asked for
+  the remote seeds' edges, as in the epoch) against (c), the same sampling in this process
+  on the local partition (every seed of each layer, remote ones replaced by as many local
+  ones, since their edges are elsewhere) and the blocks built from it. The loader's wait in
+  the epoch itself (both trainers working, the cores shared) is reported as
+  ``epoch_sample``.
 
 Trainer 0 prints one JSON line: ``{"ours": {...}, "floor": {...}, "steps", ...}``.
 """
@@ -177,13 +180,14 @@ def main() -> None:
         server.start()
     torch.distributed.barrier()
     if rank == 0:
-        print(json.dumps(_floors(args, g, model, batches, ours, port_file)), flush=True)
+        print(json.dumps(_floors(args, g, model, sampler, batches, ours, port_file)),
+              flush=True)
     torch.distributed.barrier()
     stop.set()
     torch.distributed.destroy_process_group()
 
 
-def _floors(args, g, model, batches, ours, port_file):
+def _floors(args, g, model, sampler, batches, ours, port_file):
     """Trainer 0's measurements: each phase ours and its floor, alternating, best of
     ``args.repeat``."""
     feat = g.ndata["feat"]
@@ -253,6 +257,12 @@ def _floors(args, g, model, batches, ours, port_file):
             per_layer.append((np.concatenate([mine, extra]), fanout))
         layers.append(per_layer)
 
+    seeds = [blocks[-1].dstdata[NID] for blocks, _, _ in batches]
+
+    def our_sample():
+        for s in seeds:
+            sampler.sample_blocks(s)
+
     def bare_sample():
         for per_layer in layers:
             for seeds, fanout in per_layer:
@@ -262,12 +272,12 @@ def _floors(args, g, model, batches, ours, port_file):
                                  num_nodes)
 
     best = {k: float("inf") for k in ("forward", "backward", "floor_forward", "floor_backward",
-                                      "fetch", "floor_fetch", "floor_sample")}
+                                      "fetch", "floor_fetch", "sample", "floor_sample")}
     # One untimed pass of each first: the bare loop's first sparse matmuls, the socket's
     # first messages and the local partition's first reads are not what is measured.
     _timed_steps(model, opt, batches, ours_step)
     _timed_steps(bare, bare_opt, prepared, bare_step)
-    for fn in (our_fetch, bare_fetch, bare_sample):
+    for fn in (our_fetch, bare_fetch, our_sample, bare_sample):
         fn()
     for _ in range(args.repeat):
         f, b = _timed_steps(model, opt, batches, ours_step)
@@ -276,16 +286,16 @@ def _floors(args, g, model, batches, ours, port_file):
         best["floor_forward"] = min(best["floor_forward"], f)
         best["floor_backward"] = min(best["floor_backward"], b)
         for name, fn in (("fetch", our_fetch), ("floor_fetch", bare_fetch),
-                         ("floor_sample", bare_sample)):
+                         ("sample", our_sample), ("floor_sample", bare_sample)):
             t0 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     sock.close(linger=0)
     return {"steps": len(batches), "threads": torch.get_num_threads(),
             "remote_bytes": remote_bytes,
-            "ours": {"sample": ours["sample"], "fetch": best["fetch"],
+            "ours": {"sample": best["sample"], "fetch": best["fetch"],
                      "forward": best["forward"], "backward": best["backward"],
-                     "epoch_fetch": ours["fetch"], "epoch_forward": ours["forward"],
+                     "epoch_sample": ours["sample"], "epoch_fetch": ours["fetch"], "epoch_forward": ours["forward"],
                      "epoch_backward": ours["backward"]},
             "floor": {"sample": best["floor_sample"], "fetch": best["floor_fetch"],
                       "forward": best["floor_forward"], "backward": best["floor_backward"]}}
