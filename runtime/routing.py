@@ -45,23 +45,46 @@ def split_by_owner(ids: np.ndarray, rmap: RangeMap, type_name: str) -> list[Shar
     """Group per-type ``ids`` by owner machine (machines in order; a DistError for ids
     outside the type's range)."""
     t = rmap.type_index(type_name)
-    if len(ids):
-        lo, hi = int(ids.min()), int(ids.max())
-        total = int(rmap.typed_start[rmap.num_parts, t])
-        if lo < 0 or hi >= total:
-            raise DistError(f"{type_name!r} id {lo if lo < 0 else hi} is outside [0, {total})")
-        # Fast path (the common local-rows case): every id inside one part's range.
-        m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
-        if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t]:
-            return [Share(m, slice(None), ids - rmap.typed_start[m, t])]
-    order, local, bounds = kernels.group_by_range(np.ascontiguousarray(ids, np.int64),
-                                                  np.ascontiguousarray(rmap.typed_start[:, t]))
-    shares = []
-    for m in range(rmap.num_parts):
-        if bounds[m] < bounds[m + 1]:
-            shares.append(Share(m, order[bounds[m]:bounds[m + 1]],
-                                local[bounds[m]:bounds[m + 1]]))
-    return shares
+    only = _one_owner(ids, rmap, t, type_name)
+    if only is not None:  # the common local-rows case
+        return [Share(only, slice(None), ids - rmap.typed_start[only, t])] if len(ids) else []
+    return _shares(*kernels.group_by_range(np.ascontiguousarray(ids, np.int64),
+                                           np.ascontiguousarray(rmap.typed_start[:, t])))
+
+
+def split_remote(ids: np.ndarray, rmap: RangeMap, type_name: str,
+                 machine: int) -> tuple[list[Share], int]:
+    """The shares of the machines other than ``machine`` (as :func:`split_by_owner`) and how
+    many of ``ids`` ``machine`` owns: their positions are not listed, their rows are read in
+    place (``kernels.copy_rows_in_range``), so a pull's local rows cost one pass."""
+    t = rmap.type_index(type_name)
+    only = _one_owner(ids, rmap, t, type_name)
+    if only is not None:
+        if only == machine:
+            return [], len(ids)
+        return [Share(only, slice(None), ids - rmap.typed_start[only, t])] if len(ids) else [], 0
+    order, local, bounds = kernels.group_others_by_range(
+        np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(rmap.typed_start[:, t]),
+        machine)
+    return _shares(order, local, bounds), len(ids) - int(bounds[-1])
+
+
+def _one_owner(ids: np.ndarray, rmap: RangeMap, t: int, type_name: str) -> int | None:
+    """The machine owning every one of ``ids`` if one does (0 for no ids), else None; a
+    DistError for an id outside type ``t``'s range."""
+    if not len(ids):
+        return 0
+    lo, hi = int(ids.min()), int(ids.max())
+    total = int(rmap.typed_start[rmap.num_parts, t])
+    if lo < 0 or hi >= total:
+        raise DistError(f"{type_name!r} id {lo if lo < 0 else hi} is outside [0, {total})")
+    m = int(np.searchsorted(rmap.typed_start[1:, t], lo, side="right"))
+    return m if m < rmap.num_parts and hi < rmap.typed_start[m + 1, t] else None
+
+
+def _shares(order: np.ndarray, local: np.ndarray, bounds: np.ndarray) -> list[Share]:
+    return [Share(m, order[bounds[m]:bounds[m + 1]], local[bounds[m]:bounds[m + 1]])
+            for m in range(len(bounds) - 1) if bounds[m] < bounds[m + 1]]
 
 
 def route(

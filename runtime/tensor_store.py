@@ -23,7 +23,8 @@ import torch
 from partitioner.partition_book import RangeMap, RangePartitionBook
 
 from .env import RuntimeEnv
-from .routing import Router, split_by_owner
+from .errors import DistError
+from .routing import Router, split_by_owner, split_remote
 from .rpc import messages as msg
 from .rpc.client import Request
 from .sampling import kernels
@@ -211,18 +212,34 @@ class TensorStore:
              dtype: np.dtype) -> np.ndarray:
         """Rows ``ids`` (per-type ids) of tensor ``key``: local ones from shared memory."""
         ids = np.asarray(ids, dtype=np.int64)
-        shares = split_by_owner(ids, *self.rmap(policy))
-        if len(shares) == 1 and shares[0].machine == self.router.machine_id:
-            return kernels.gather_rows(self.local.tensor(key), shares[0].local)  # all local
+        rmap, type_name = self.rmap(policy)
+        me = self.router.machine_id
+        remote, n_mine = split_remote(ids, rmap, type_name, me)
+        start = int(rmap.typed_start[me, rmap.type_index(type_name)]) if n_mine else 0
+        if not remote:  # all local
+            return kernels.gather_rows(self.local.tensor(key), ids - start)
         out = np.empty((len(ids), *row_shape), dtype)
         # (Splitting a big pull into requests spread over servers was measured: no faster.
         # The server streams its reply in pieces instead, copied here as they arrive.)
+        # This machine's rows are copied in place while the replies are in flight.
+        mine = [_Machine(me)] if n_mine else []
         self.router.route(
-            shares, lambda s: msg.Pull(key, PULL_PIECE_BYTES, s.local),
-            lambda s: kernels.copy_rows(self.local.tensor(key), out, src_ids=s.local,
-                                        dst_ids=s.sel),
+            [*remote, *mine], lambda s: msg.Pull(key, PULL_PIECE_BYTES, s.local),
+            lambda _: kernels.copy_rows_in_range(self._local_rows(key, rmap, type_name), out,
+                                                 ids, start),
             sink=lambda s: _scatter_into(out, s.sel))
         return out
+
+    def _local_rows(self, key: str, rmap: RangeMap, type_name: str) -> np.ndarray:
+        """This machine's rows of tensor ``key``, as many as the partition book says it owns
+        (rows read in place are never checked one by one)."""
+        rows = self.local.tensor(key)
+        t, me = rmap.type_index(type_name), self.router.machine_id
+        owned = int(rmap.typed_start[me + 1, t] - rmap.typed_start[me, t])
+        if len(rows) != owned:
+            raise DistError(f"tensor {key!r} has {len(rows)} rows on machine {me}, but the "
+                            f"partition book gives it {owned} {type_name!r} ids")
+        return rows
 
     def written(self, key: str) -> bool:
         """Whether this process has written tensor ``key`` (a loader never pulls its rows

@@ -170,6 +170,24 @@ def _gather_words(src, ids, dst):
     return -1
 
 
+@njit(cache=True, inline="always")
+def _range_of(x, starts, k):
+    """The last of the ``k`` ranges ``[starts[m], starts[m + 1])`` whose start is <= x."""
+    lo = 0
+    if k <= 16:  # counted without branches: owners in random order mispredict them
+        for m in range(1, k):
+            lo += starts[m] <= x
+        return lo
+    hi = k - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if starts[mid] <= x:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def group_by_range(ids, starts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ids grouped by the range ``[starts[m], starts[m + 1])`` holding each (every id inside
@@ -178,36 +196,78 @@ def group_by_range(ids, starts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order, and ``local`` those ids less ``starts[m]``. Equal to a stable argsort of the
     owners (a counting sort: two passes, no sort); an empty range owns nothing."""
     n, k = len(ids), len(starts) - 1
-    owner = np.empty(n, np.int32)
-    bounds = np.zeros(k + 1, np.int64)
+    counts = np.zeros(k, np.int64)
     for i in range(n):
-        x = ids[i]
-        lo = 0  # the last range whose start is <= x
-        if k <= 16:  # counted without branches: owners in random order mispredict them
-            for m in range(1, k):
-                lo += starts[m] <= x
-        else:
-            hi = k - 1
-            while lo < hi:
-                mid = (lo + hi + 1) >> 1
-                if starts[mid] <= x:
-                    lo = mid
-                else:
-                    hi = mid - 1
-        owner[i] = lo
-        bounds[lo + 1] += 1
+        counts[_range_of(ids[i], starts, k)] += 1
+    bounds = np.zeros(k + 1, np.int64)
     for m in range(k):
-        bounds[m + 1] += bounds[m]
+        bounds[m + 1] = bounds[m] + counts[m]
     fill = bounds[:k].copy()
     order = np.empty(n, np.int64)
     local = np.empty(n, np.int64)
     for i in range(n):
-        m = owner[i]
+        m = _range_of(ids[i], starts, k)
         p = fill[m]
         order[p] = i
         local[p] = ids[i] - starts[m]
         fill[m] = p + 1
     return order, local, bounds
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def group_others_by_range(ids, starts, skip) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`group_by_range` of the ids outside range ``skip`` only (that range's ids are
+    read in place: :func:`copy_rows_in_range`; their count is ``len(ids) - bounds[-1]``).
+    One pass keeps the others, in order, without a branch (a pull's few remote ids among
+    many local ones, in random order, would mispredict it); a second one groups them only
+    when they fall in more than one range. For 110k ids, 15% of them others, on 2 ranges:
+    0.29 ms, against 0.66 ms for the counting sort."""
+    n, k = len(ids), len(starts) - 1
+    order = np.empty(n, np.int64)
+    local = np.empty(n, np.int64)
+    own = np.empty(n, np.int32)
+    p = 0
+    for i in range(n):
+        x = ids[i]
+        m = _range_of(x, starts, k)
+        order[p] = i
+        local[p] = x - starts[m]
+        own[p] = m
+        p += m != skip
+    counts = np.zeros(k, np.int64)
+    for i in range(p):
+        counts[own[i]] += 1
+    bounds = np.zeros(k + 1, np.int64)
+    owners = 0
+    for m in range(k):
+        bounds[m + 1] = bounds[m] + counts[m]
+        owners += counts[m] > 0
+    if owners <= 1:
+        return order[:p], local[:p], bounds
+    fill = bounds[:k].copy()
+    grouped, grouped_local = np.empty(p, np.int64), np.empty(p, np.int64)
+    for i in range(p):
+        m = own[i]
+        q = fill[m]
+        grouped[q] = order[i]
+        grouped_local[q] = local[i]
+        fill[m] = q + 1
+    return grouped, grouped_local, bounds
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _copy_rows_in_range(src, ids, lo, dst):
+    """``dst[i] = src[ids[i] - lo]`` for every i whose id is in ``[lo, lo + len(src))`` (2-D
+    arrays of row words); the other rows of ``dst`` are left as they are."""
+    n, w, hi = len(ids), src.shape[1], lo + src.shape[0]
+    for i in range(n):
+        if i + _AHEAD < n:
+            _prefetch(src, (ids[i + _AHEAD] - lo) * w)  # never faults, even out of range
+        x = ids[i]
+        if lo <= x < hi:
+            r = x - lo
+            for j in range(w):
+                dst[i, j] = src[r, j]
 
 
 def _row_words(a: np.ndarray) -> np.ndarray:
@@ -252,6 +312,23 @@ def copy_rows(src: np.ndarray, dst: np.ndarray, src_ids: np.ndarray | None = Non
     return dst
 
 
+def copy_rows_in_range(src: np.ndarray, dst: np.ndarray, ids: np.ndarray, lo: int) -> np.ndarray:
+    """``dst[i] = src[ids[i] - lo]`` for the positions i whose id lies in ``[lo, lo +
+    len(src))``, the other rows of ``dst`` untouched: a machine's own rows of a pull read in
+    place, in one pass, without listing their positions (see :func:`group_by_range`).
+    ``dst`` has a row per id. Returns ``dst``."""
+    if len(dst) != len(ids):
+        raise ValueError(f"copy_rows_in_range: {len(ids)} ids for {len(dst)} destination rows")
+    ids = np.ascontiguousarray(ids, np.int64)
+    if not (src.flags.c_contiguous and dst.flags.c_contiguous and src.dtype == dst.dtype
+            and src.shape[1:] == dst.shape[1:] and src.dtype.itemsize and src.ndim):
+        mine = (ids >= lo) & (ids < lo + len(src))
+        dst[mine] = src[ids[mine] - lo]
+        return dst
+    _copy_rows_in_range(_row_words(src), ids, lo, _row_words(dst))
+    return dst
+
+
 def gather_rows(src: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """``src[ids]`` for int64 row ids (see :func:`copy_rows`), into a new array."""
     return copy_rows(src, np.empty((len(ids), *src.shape[1:]), src.dtype), src_ids=ids)
@@ -263,6 +340,7 @@ def warm_up() -> None:
     0.3 s, compiling about 2 s."""
     sample_uniform(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.uint64), 1)
     group_by_range(np.zeros(1, np.int64), np.array([0, 1], np.int64))
+    group_others_by_range(np.zeros(1, np.int64), np.array([0, 1], np.int64), 0)
     for mark in (np.zeros(1, np.int32), np.zeros(1, np.int64)):  # see sampling.block._IdMap
         relabel_first_seen(mark, np.zeros(1, np.int64), mark.dtype.type(-1))
     for dtype in (np.uint8, np.uint32, np.uint64):  # bool masks, float32 features, int64 ids
@@ -272,3 +350,4 @@ def warm_up() -> None:
             for gather, scatter in ((True, False), (False, True), (True, True)):
                 _copy_rows(src, ids, one, ids, gather, scatter)
             _gather_words(src.reshape(-1), ids, one.reshape(-1))
+            _copy_rows_in_range(src, ids, 0, one)

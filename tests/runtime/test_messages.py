@@ -15,7 +15,7 @@ from runtime.errors import (
     ShmError,
     from_wire,
 )
-from runtime.routing import split_by_owner
+from runtime.routing import split_by_owner, split_remote
 from runtime.rpc import messages as msg
 from runtime.rpc.wire import pack
 
@@ -114,3 +114,27 @@ def test_split_by_owner_equals_a_stable_sort_of_owners(sizes):
         np.testing.assert_array_equal(np.arange(len(ids))[s.sel], want)  # (or a slice: all)
         np.testing.assert_array_equal(s.local, ids[want] - bounds[s.machine])
     assert split_by_owner(ids[:0], rmap, "_N") == []
+
+
+@pytest.mark.parametrize("sizes", [[4, 6], [0, 5, 0, 3, 7], [1] * 9, [10, 0]])
+def test_split_remote_is_split_by_owner_less_one_machine(sizes):
+    """A pull's split: the other machines' shares exactly as split_by_owner gives them, and
+    the count of the machine's own ids (read in place, not listed)."""
+    from partitioner.partition_book import RangeMap
+
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    rmap = RangeMap(["_N"], np.stack([bounds[:-1], bounds[1:]], 1)[:, None, :])
+    ids = np.random.default_rng(len(sizes)).integers(0, bounds[-1], 500)
+    every = split_by_owner(ids, rmap, "_N")
+    for me in range(len(sizes)):
+        others, n_mine = split_remote(ids, rmap, "_N", me)
+        want = [s for s in every if s.machine != me]
+        assert [s.machine for s in others] == [s.machine for s in want]
+        for got, s in zip(others, want, strict=True):
+            n = len(ids)
+            np.testing.assert_array_equal(np.arange(n)[got.sel], np.arange(n)[s.sel])
+            np.testing.assert_array_equal(got.local, s.local)
+        assert n_mine == int(((ids >= bounds[me]) & (ids < bounds[me + 1])).sum())
+    assert split_remote(ids[:0], rmap, "_N", 1) == ([], 0)
+    with pytest.raises(DistError, match=r"'_N' id -1 is outside"):
+        split_remote(np.array([-1, 3]), rmap, "_N", 0)

@@ -76,3 +76,28 @@ def test_ids_outside_the_rows_are_an_index_error(bad):
 def test_row_counts_must_agree():
     with pytest.raises(ValueError, match="3 source rows for 2 destination rows"):
         kernels.copy_rows(np.zeros((3, 2)), np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_copy_rows_in_range_fills_only_the_rows_of_its_range(dtype, shape):
+    """A pull's local rows read in place: positions whose id is in [lo, lo + len(src)) get
+    ``src[id - lo]``, every other row of the destination is left as it was."""
+    rng = np.random.default_rng(3)
+    src = _rows(rng, dtype, shape)
+    lo = 1000
+    ids = rng.integers(0, 3000, 800)  # about a third inside [1000, 1300)
+    before = _rows(rng, dtype, (800, *shape[1:]))
+    got = before.copy()
+    kernels.copy_rows_in_range(src, got, ids, lo)
+    mine = (ids >= lo) & (ids < lo + len(src))
+    want = before.copy()
+    want[mine] = src[ids[mine] - lo]
+    np.testing.assert_array_equal(got, want)
+    assert mine.any() and not mine.all()
+    strided = np.repeat(src, 2, axis=0)[::2]  # not contiguous: numpy's way, same result
+    again = before.copy()
+    kernels.copy_rows_in_range(strided, again, ids, lo)
+    np.testing.assert_array_equal(again, want)
+    with pytest.raises(ValueError, match="800 ids for 799 destination rows"):
+        kernels.copy_rows_in_range(src, got[:799], ids, lo)
