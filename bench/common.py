@@ -227,13 +227,13 @@ def report_sizes(results: dict[str, Any], out: Path | None, filename: str, as_js
 
 def epoch_phase_cli(doc: str, prefix: str, measure: Callable[..., dict[str, Any]],
                     report: Callable[[dict[str, Any]], str], *, steps: int,
-                    parts: tuple[int, ...] = (2,)) -> int:
+                    parts: tuple[int, ...] = (2,), repeat: int = 3) -> int:
     """The command line of a benchmark of the example's epoch on loopback machines
     (``bench.epoch_floor``, ``bench.prefetch_bench``): ``--nodes``, ``--avg-degree``,
-    ``--steps``, ``--repeat``, ``--workdir``, ``--smoke`` (20k nodes, 5 steps of batch 200,
-    once: what the suite runs) and ``--json``. Partitions the generated graph into each of
-    ``parts`` (once per work folder), then prints ``report(measure(cfgs, work, steps=,
-    repeat=, batch_size=))``, ``cfgs`` the part count -> partition config."""
+    ``--steps``, ``--repeat`` (default ``repeat``), ``--workdir``, ``--smoke`` (20k nodes, 5
+    steps of batch 200, once: what the suite runs) and ``--json``. Partitions the generated
+    graph into each of ``parts`` (once per work folder), then prints ``report(measure(cfgs,
+    work, steps=, repeat=, batch_size=))``, ``cfgs`` the part count -> partition config."""
     import argparse
     import json
 
@@ -244,7 +244,7 @@ def epoch_phase_cli(doc: str, prefix: str, measure: Callable[..., dict[str, Any]
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--avg-degree", type=float, default=20.0)
     ap.add_argument("--steps", type=int, default=steps, help="steps per trainer")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of measurements")
+    ap.add_argument("--repeat", type=int, default=repeat, help="rounds of measurements")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--smoke", action="store_true",
                     help="a 20k-node graph, 5 steps of batch 200, once (the suite runs it)")

@@ -318,3 +318,30 @@ def test_dropout_matches_torch_semantics():
     d.eval()
     assert d(x) is x
     assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+@pytest.mark.parametrize("sorted_dst", [True, False])
+def test_block_csr_is_a_stable_sort_by_destination(sorted_dst):
+    """The CSR the layers multiply with (a compiled counting sort): each destination's edges
+    in their given order, as numpy's stable argsort gives them, sorted or not (a block of
+    several machines' replies is not), a destination without edges included; an edge whose
+    destination is outside the block is a ValueError, not a write out of bounds."""
+    rng = np.random.default_rng(5)
+    dst = rng.integers(0, 40, 600)
+    dst[dst == 9] = 10
+    if sorted_dst:
+        dst = np.sort(dst)
+    src = rng.integers(0, 300, 600)
+    b = to_block({"_N": np.arange(50)}, {ET: (src, dst, np.arange(600))})
+    bsrc, bdst = (t.numpy() for t in b.edges())
+    crow, col, order = b.csr()
+    want = np.argsort(bdst, kind="stable")
+    np.testing.assert_array_equal(order.numpy(), want)
+    np.testing.assert_array_equal(col.numpy(), bsrc[want])
+    np.testing.assert_array_equal(crow.numpy(), np.concatenate(
+        [[0], np.cumsum(np.bincount(bdst, minlength=50))]))
+    assert crow[10] == crow[11] - np.sum(bdst == 10) and np.sum(bdst == 9) == 0
+    bad = Block({"_N": torch.arange(5)}, {"_N": 2},
+                {ET: (torch.tensor([0, 1]), torch.tensor([0, 2]), torch.tensor([0, 1]))})
+    with pytest.raises(ValueError, match="destination is outside"):
+        bad.csr()
