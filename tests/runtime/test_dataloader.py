@@ -509,3 +509,36 @@ def test_training_losses_are_the_same_with_and_without_prefetch(trainer):
 
     a, b = losses(False), losses(True)
     assert len(a) == 2 * 8 and a == b
+
+
+@pytest.mark.multiprocess
+def test_sampler_processes_forked_while_another_loaders_thread_samples(trainer):
+    """A second loader forks its sampler process while the first loader's prefetch thread
+    samples through the servers (its requests maybe in flight, its locks maybe held): the
+    child starts with the main thread only and connections of its own, so both loaders
+    still make the blocks they make alone, and nothing is left running."""
+    g = trainer.DistGraph("g")
+    sampler = NeighborSampler([3, 4], seed=6)
+    ids = np.arange(0, g.num_nodes(), 3)
+
+    def loader(num_samplers: int, prefetch: bool) -> DistDataLoader:
+        return DistDataLoader(ids, 24, shuffle=True, seed=8, collate_fn=sampler.sample_blocks,
+                              num_samplers=num_samplers, prefetch=prefetch)
+
+    alone = [_blocks_signature(b) for b in loader(0, False)]
+    first, second = loader(0, True), loader(1, False)
+    try:
+        batches = iter(first)
+        got_first = [_blocks_signature(next(batches))]
+        assert _prefetch_threads(), "the first loader's thread is sampling ahead"
+        got_second = [_blocks_signature(b) for b in second]  # forks now
+        got_first += [_blocks_signature(b) for b in batches]
+        assert len(alone) > 4 and got_first == alone and got_second == alone
+        pids = list(second._workers.pids)
+    finally:
+        first.close()
+        second.close()
+    assert _prefetch_threads() == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
