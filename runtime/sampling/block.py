@@ -234,11 +234,11 @@ class Block:
             if dst.device.type == "cpu":
                 # A block assembled from several machines' replies is not sorted by
                 # destination: a counting sort (compiled) makes the CSR in linear time.
-                crow, col, order = kernels.csr_by_dst(
-                    np.ascontiguousarray(src.numpy(), np.int64),
-                    np.ascontiguousarray(dst.numpy(), np.int64), self._num_dst[et[2]])
-                cache[et] = (torch.from_numpy(crow), torch.from_numpy(col),
-                             torch.from_numpy(order))
+                csr = kernels.csr_by_dst(np.ascontiguousarray(src.numpy(), np.int64),
+                                         np.ascontiguousarray(dst.numpy(), np.int64),
+                                         self._num_dst[et[2]])
+                cache[et] = (torch.from_numpy(csr[0]), torch.from_numpy(csr[1]),
+                             torch.from_numpy(csr[2]))
             else:
                 counts = torch.bincount(dst, minlength=self._num_dst[et[2]])
                 crow = torch.zeros(len(counts) + 1, dtype=torch.int64, device=dst.device)
