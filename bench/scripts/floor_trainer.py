@@ -267,9 +267,10 @@ def _floors(args, g, model, sampler, batches, ours, port_file):
         for per_layer in layers:
             for seeds, fanout in per_layer:
                 s_idx, nbr, pos = g.local.sample(etype, seeds, 0, fanout, False, 0)
+                # Each edge's seed by its position, as the library's sampler hands it.
                 block_from_edges({g.ntypes[0]: seeds + start},
-                                 {g.canonical_etypes[0]: (nbr, (seeds + start)[s_idx], pos)},
-                                 num_nodes)
+                                 {g.canonical_etypes[0]: (nbr, s_idx, pos)}, num_nodes,
+                                 dst_positions=True)
 
     best = {k: float("inf") for k in ("forward", "backward", "floor_forward", "floor_backward",
                                       "fetch", "floor_fetch", "sample", "floor_sample")}

@@ -320,13 +320,17 @@ def block_from_edges(
     dst_ids: dict[str, np.ndarray],
     sampled: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]],
     num_nodes: dict[str, int] | None = None,
+    dst_positions: bool = False,
 ) -> Block:
     """Build a block from sampled edges ``(src ids, dst ids, edge ids)`` (per-type ids).
 
     Source nodes of each type are the destination nodes (in the given order) followed by the
     other sampled sources in order of first appearance. ``num_nodes`` (per type) enables the
-    linear-time relabeling; without it ids are relabeled by sorting. (The library's form;
-    DGL's ``to_block(sampled_graph, dst_nodes)`` is ``runtime.sampling.graph.to_block``.)
+    linear-time relabeling; without it ids are relabeled by sorting. With ``dst_positions``
+    each edge's destination is given as its position in ``dst_ids`` of its type (unique
+    destination nodes: the block's index of it), as a sampler knows it, rather than its id.
+    (The library's form; DGL's ``to_block(sampled_graph, dst_nodes)`` is
+    ``runtime.sampling.graph.to_block``.)
     """
     src_lists: dict[str, list[np.ndarray]] = {t: [np.asarray(ids, np.int64)]
                                               for t, ids in dst_ids.items()}
@@ -355,7 +359,8 @@ def block_from_edges(
         st, dt = et[0], et[2]
         src_local = locals_[st][cursor[st]]
         cursor[st] += 1
-        dst_local = _dst_local(dst_ids[dt], locals_[dt][0], dst, num_nodes, dt)
+        dst_local = (np.asarray(dst, np.int64) if dst_positions
+                     else _dst_local(dst_ids[dt], locals_[dt][0], dst, num_nodes, dt))
         edges[et] = (torch.from_numpy(src_local), torch.from_numpy(dst_local),
                      torch.from_numpy(np.asarray(eid, np.int64)))
     return Block({t: torch.from_numpy(v) for t, v in src_ids.items()}, num_dst, edges)

@@ -137,6 +137,16 @@ def sample_neighbor_edges(
     Returns ``{canonical etype: (src ids, dst ids, edge ids)}`` in per-type ids, each edge in
     the graph's direction (with "out", ``src`` are seeds and ``dst`` their out-neighbours).
     """
+    return _sample_edges(g, nodes, fanout, edge_dir, prob, exclude_edges, replace, seed,
+                         seed_positions=False)
+
+
+def _sample_edges(g: DistGraph, nodes: Any, fanout: Any, edge_dir: str, prob: str | None,
+                  exclude_edges: Any, replace: bool, seed: int, *, seed_positions: bool
+                  ) -> dict[CanonicalEtype, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`sample_neighbor_edges`; with ``seed_positions`` each edge's seed end holds the
+    seed's position in ``nodes[type]`` rather than its id (a block's destination index, with
+    no lookup of the ids: see ``block_from_edges(dst_positions=True)``)."""
     out_dir = _check_edge_dir(edge_dir, prob)
     prob = prob_tensor_name(g, prob)  # g.edata["p"] = DistTensor(..., name="other")
     if out_dir:
@@ -155,7 +165,9 @@ def sample_neighbor_edges(
         results[et] = []
         for share in split_by_owner(seeds[st], book.nodes, st):
             w = work.setdefault(share.machine, _MachineWork(share.machine))
-            w.items.append(_EtypeWork(e, et, share.local, seeds[st][share.sel],
+            ends = (np.arange(len(seeds[st]))[share.sel] if seed_positions
+                    else seeds[st][share.sel])
+            w.items.append(_EtypeWork(e, et, share.local, ends,
                                       _excluded(excl, book, share.machine, et, out_dir), f))
     dir_name = "out" if out_dir else "in"
 
@@ -204,7 +216,7 @@ class _EtypeWork:
     e: int
     et: CanonicalEtype
     local: np.ndarray
-    seeds: np.ndarray
+    seeds: np.ndarray  # the seeds' ids, or their positions among the call's seeds
     excluded: np.ndarray
     fanout: int
 
@@ -366,13 +378,15 @@ class NeighborSampler:
         num_nodes = {t: graph.num_nodes(t) for t in graph.ntypes}
         blocks: list[Block] = []
         for layer, fanout in enumerate(reversed(self.fanouts)):
-            sampled = sample_neighbor_edges(graph, dst, fanout, edge_dir=self.edge_dir,
-                                            prob=self.prob, exclude_edges=exclude_edges,
-                                            replace=self.replace, seed=call_seed * 31 + layer)
+            # Each edge's seed comes as its position among the seeds: the block's index of
+            # the destination, without looking the ids up again.
+            sampled = _sample_edges(graph, dst, fanout, self.edge_dir, self.prob,
+                                    exclude_edges, self.replace, call_seed * 31 + layer,
+                                    seed_positions=True)
             if self.edge_dir == "out":  # messages flow from the out-neighbours to the seeds
-                sampled = {(et[2], et[1], et[0]): (nbr, seed_ids, eid)
-                           for et, (seed_ids, nbr, eid) in sampled.items()}
-            block = block_from_edges(dst, sampled, num_nodes)
+                sampled = {(et[2], et[1], et[0]): (nbr, seed_pos, eid)
+                           for et, (seed_pos, nbr, eid) in sampled.items()}
+            block = block_from_edges(dst, sampled, num_nodes, dst_positions=True)
             blocks.insert(0, block)
             dst = {t: block.srcnodes[t].data[NID].numpy() for t in block.ntypes}
         return blocks

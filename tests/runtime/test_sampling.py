@@ -108,6 +108,41 @@ def test_blocks(standalone):
     assert feats.shape == (blocks[0].num_src_nodes(), 5)
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("edge_dir", ["in", "out"])
+def test_sampler_blocks_equal_blocks_built_from_the_edges_ids(standalone, edge_dir):
+    """NeighborSampler hands each edge's seed to the block as its position among the seeds
+    (no lookup of ids): the blocks are those built from the same edges with the seeds' ids."""
+    import runtime as dg
+    from runtime.sampling.block import block_from_edges
+    from runtime.sampling.neighbor import current_batch_key
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    sampler = NeighborSampler([4, 6], edge_dir=edge_dir, seed=3)
+    seeds = np.array([99, 5, 42, 17, 300, 7])
+    assert current_batch_key() is None
+    got = sampler.sample_blocks(seeds, g)  # its first call: seed 3 * 1_000_003 + 1
+    call_seed = 3 * 1_000_003 + 1
+    dst = {"_N": seeds}
+    num_nodes = {"_N": g.num_nodes()}
+    want = []
+    for layer, fanout in enumerate([6, 4]):
+        sampled = sample_neighbor_edges(g, dst, fanout, edge_dir=edge_dir,
+                                        seed=call_seed * 31 + layer)
+        if edge_dir == "out":
+            sampled = {(et[2], et[1], et[0]): (nbr, s, eid)
+                       for et, (s, nbr, eid) in sampled.items()}
+        block = block_from_edges(dst, sampled, num_nodes)
+        want.insert(0, block)
+        dst = {"_N": block.srcdata[NID].numpy()}
+    for a, b in zip(got, want, strict=True):
+        assert a.num_dst_nodes() == b.num_dst_nodes() and a.num_edges() > 0
+        np.testing.assert_array_equal(a.srcdata[NID].numpy(), b.srcdata[NID].numpy())
+        for x, y in zip(a.edges(), b.edges(), strict=True):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+        np.testing.assert_array_equal(a.edata["_ID"].numpy(), b.edata["_ID"].numpy())
+
+
 @pytest.mark.multiprocess
 def test_standalone_equals_distributed(standalone, cluster, monkeypatch):
     import runtime as dg
