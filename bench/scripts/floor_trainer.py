@@ -257,10 +257,10 @@ def _floors(args, g, model, sampler, batches, ours, port_file):
             per_layer.append((np.concatenate([mine, extra]), fanout))
         layers.append(per_layer)
 
-    seeds = [blocks[-1].dstdata[NID] for blocks, _, _ in batches]
+    batch_seeds = [blocks[-1].dstdata[NID] for blocks, _, _ in batches]
 
     def our_sample():
-        for s in seeds:
+        for s in batch_seeds:
             sampler.sample_blocks(s)
 
     def bare_sample():
@@ -296,8 +296,8 @@ def _floors(args, g, model, sampler, batches, ours, port_file):
             "remote_bytes": remote_bytes,
             "ours": {"sample": best["sample"], "fetch": best["fetch"],
                      "forward": best["forward"], "backward": best["backward"],
-                     "epoch_sample": ours["sample"], "epoch_fetch": ours["fetch"], "epoch_forward": ours["forward"],
-                     "epoch_backward": ours["backward"]},
+                     "epoch_sample": ours["sample"], "epoch_fetch": ours["fetch"],
+                     "epoch_forward": ours["forward"], "epoch_backward": ours["backward"]},
             "floor": {"sample": best["floor_sample"], "fetch": best["floor_fetch"],
                       "forward": best["floor_forward"], "backward": best["floor_backward"]}}
 
