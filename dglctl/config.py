@@ -81,6 +81,12 @@ class ClusterConfig:
     servers_per_host: int = 1
     trainers_per_host: int = 1
     samplers_per_trainer: int = 0
+    # GPUs each host gives its trainers (0: CPU trainers); trainer k of a host trains on
+    # cuda:k (modulo the GPUs), as CUDA_VISIBLE_DEVICES in env: numbers them.
+    gpus_per_host: int = 0
+    # Whether trainers_per_host was given (YAML or --num-trainers); if not, it follows
+    # gpus_per_host: one trainer per GPU.
+    trainers_given: bool = True
     port_base: int = DEFAULT_PORT_BASE
     timeout: float = DEFAULT_TIMEOUT
     # Encrypt every connection to the job's servers (CURVE keys from the job token).
@@ -122,9 +128,16 @@ class ClusterConfig:
     def with_overrides(self, **overrides: Any) -> ClusterConfig:
         """A copy with command-line values (None means: keep the file's)."""
         values = {k: v for k, v in overrides.items() if v is not None}
-        for key in ("servers_per_host", "trainers_per_host"):
+        flags = {"servers_per_host": "--num-servers", "trainers_per_host": "--num-trainers"}
+        for key, flag in flags.items():
             if key in values and values[key] < 1:
-                raise ConfigError(f"--{key.replace('_', '-')} must be at least 1, got {values[key]}")
+                raise ConfigError(f"{flag} must be at least 1, got {values[key]}")
+        if values.get("gpus_per_host", 0) < 0:
+            raise ConfigError(f"--num-gpus must be >= 0, got {values['gpus_per_host']}")
+        if "trainers_per_host" in values:
+            values["trainers_given"] = True
+        elif "gpus_per_host" in values and not self.trainers_given:
+            values["trainers_per_host"] = max(1, values["gpus_per_host"])
         if values.get("samplers_per_trainer", 0) < 0:
             raise ConfigError("--num-samplers must be >= 0")
         if values.get("max_restarts", 0) < 0:
@@ -134,7 +147,7 @@ class ClusterConfig:
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
         "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt",
-        "max_restarts", "spares"}
+        "max_restarts", "spares", "gpus_per_host"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
 
@@ -396,6 +409,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     for k in env:
         if not isinstance(k, str) or not k.replace("_", "").isalnum():
             raise ConfigError(f"{path}: env key {k!r} is not a valid variable name")
+    gpus = _typed(path, "gpus_per_host", data.get("gpus_per_host", 0), int, minimum=0)
     return ClusterConfig(
         path=path,
         hosts=tuple(hosts),
@@ -404,8 +418,10 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
         env={str(k): str(v) for k, v in env.items()},
         servers_per_host=_typed(path, "servers_per_host", data.get("servers_per_host", 1), int,
                                 minimum=1),
-        trainers_per_host=_typed(path, "trainers_per_host", data.get("trainers_per_host", 1),
-                                 int, minimum=1),
+        trainers_per_host=_typed(path, "trainers_per_host",
+                                 data.get("trainers_per_host", max(1, gpus)), int, minimum=1),
+        gpus_per_host=gpus,
+        trainers_given="trainers_per_host" in data,
         samplers_per_trainer=_typed(path, "samplers_per_trainer",
                                     data.get("samplers_per_trainer", 0), int, minimum=0),
         port_base=_typed(path, "port_base", data.get("port_base", DEFAULT_PORT_BASE), int,

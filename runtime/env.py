@@ -7,6 +7,7 @@ The launcher (dglctl) sets these for each process it starts; the runtime reads t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from .errors import EnvError
 
 PREFIX = "DGLCTL_"
+_DEVICE = re.compile(r"cpu|cuda:\d+")
 ROLES = ("server", "trainer", "sampler")
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_SHM_DIR = "/dev/shm"
@@ -41,6 +43,8 @@ class RuntimeEnv:
         shm_dir: the tmpfs holding the job's shared memory on this host.
         log_level: the runtime's logging level (``logging`` names).
         encrypt: encrypt every connection (CURVE keys from the token; ``runtime.rpc.security``).
+        device: the device the launcher gave this trainer: ``cpu`` or ``cuda:N`` (N counts
+            the GPUs CUDA_VISIBLE_DEVICES leaves visible); see ``runtime.device``.
     """
 
     role: str
@@ -58,8 +62,11 @@ class RuntimeEnv:
     shm_dir: str = DEFAULT_SHM_DIR
     log_level: str = "WARNING"
     encrypt: bool = False
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        if not _DEVICE.fullmatch(self.device):
+            raise EnvError(f"{PREFIX}DEVICE={self.device!r}: expected cpu or cuda:N")
         if self.role not in ROLES:
             raise EnvError(f"{PREFIX}ROLE={self.role!r}: expected one of {', '.join(ROLES)}")
         if not self.job_id or not all(c.isalnum() or c in "-_" for c in self.job_id):

@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", default="127.0.0.1", help=f"the data address, or {SSH_ARRIVAL}: "
                    "the address this host's SSH connection arrived at")
     s.add_argument("--ports", default="")
+    s.add_argument("--gpus", action="store_true", help="also list the host's GPUs")
     s = sub.add_parser("checksums")
     s.add_argument("--root", required=True)
     s.add_argument("--files", required=True)

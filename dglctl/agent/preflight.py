@@ -1,6 +1,7 @@
 """The agent's ``preflight``: what a host has before a launch (Python and dglctl versions,
 busy ports on the data address, free disk, a writable workspace, CPUs, the interfaces and
-their addresses, for ``hosts/netif.py`` to name the one that carries the data address)."""
+their addresses, for ``hosts/netif.py`` to name the one that carries the data address, and,
+when asked, its GPUs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,27 @@ def interfaces() -> dict[str, str]:
                 raw = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
                 found[socket.inet_ntoa(raw[20:24])] = name
     return found
+
+
+GPU_LIST_TIMEOUT = 30.0  # nvidia-smi can take seconds to wake a driver in persistence-off mode
+
+
+def gpus() -> tuple[tuple[str, ...], str | None]:
+    """``(GPU lines of nvidia-smi -L, why they could not be listed)``: what CUDA numbers
+    0, 1, ... on this host (before CUDA_VISIBLE_DEVICES). Asking nvidia-smi, not torch,
+    keeps the preflight fast and needs no CUDA build of torch to tell what the host has."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return (), "nvidia-smi is not on its PATH (no NVIDIA driver installed?)"
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True,
+                             timeout=GPU_LIST_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return (), f"'nvidia-smi -L' failed: {e}"
+    if out.returncode != 0:
+        said = (out.stderr or out.stdout).strip().splitlines()
+        return (), f"'nvidia-smi -L' failed: {said[0] if said else f'exit {out.returncode}'}"
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")), None
 
 
 def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
@@ -74,8 +97,10 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
             except OSError:
                 busy.append(port)
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
+    found, gpu_error = gpus() if args.gpus else (None, None)
     return PreflightReport(
         python=sys.version.split()[0], executable=sys.executable, dglctl=__version__,
         ports_busy=frozenset(busy), bind_address=bind, bind_error=bind_error, disk_free=free,
         workspace=str(ws), workspace_writable=writable, hostname=socket.gethostname(),
-        cpus=len(os.sched_getaffinity(0)), interfaces=interfaces()).to_json()
+        cpus=len(os.sched_getaffinity(0)), interfaces=interfaces(), gpus=found,
+        gpu_error=gpu_error).to_json()

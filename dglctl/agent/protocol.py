@@ -127,11 +127,14 @@ class PreflightReport:
     interfaces: Mapping[str, str] = field(default_factory=dict)  # IPv4 address -> interface
     bind_error: str | None = None  # why the data address cannot be listened on (None: it can)
     bind_address: str | None = None  # the address probed (the SSH arrival address, if asked)
+    gpus: tuple[str, ...] | None = None  # ``nvidia-smi -L``'s GPU lines (None: not asked)
+    gpu_error: str | None = None  # why the GPUs could not be listed (None: they could)
 
     def to_json(self) -> dict[str, Any]:
         """The agent's JSON of this report."""
         return {**asdict(self), "ports_busy": sorted(self.ports_busy),
-                "interfaces": dict(self.interfaces)}
+                "interfaces": dict(self.interfaces),
+                "gpus": None if self.gpus is None else list(self.gpus)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
@@ -142,7 +145,9 @@ class PreflightReport:
                    workspace_writable=bool(data["workspace_writable"]),
                    hostname=data["hostname"], cpus=data.get("cpus"),
                    interfaces=dict(data.get("interfaces") or {}),
-                   bind_error=data.get("bind_error"), bind_address=data.get("bind_address"))
+                   bind_error=data.get("bind_error"), bind_address=data.get("bind_address"),
+                   gpus=None if data.get("gpus") is None else tuple(data["gpus"]),
+                   gpu_error=data.get("gpu_error"))
 
 
 @dataclass(frozen=True)

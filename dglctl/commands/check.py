@@ -29,18 +29,22 @@ SHOW_PORTS = 8  # busy ports listed per host in the text report (--json lists th
 @click.option("--port-base", type=int, default=None,
               help="First server port on each host, as 'launch --port-base': that block "
                    "must be free (without it, a busy block moves to the next free one).")
+@click.option("--num-gpus", type=int, default=None, metavar="N",
+              help="GPUs per host, as 'launch --num-gpus': each host must have N "
+                   "[default: the cluster YAML's gpus_per_host].")
 @click.option("--json", "json_mode", is_flag=True,
               help="One JSON object: every host's findings and the list of problems.")
 @click.pass_obj
 def check(app: Any, cluster_path: Path | None, part_config: Path | None,
-          port_base: int | None, json_mode: bool) -> None:
+          port_base: int | None, num_gpus: int | None, json_mode: bool) -> None:
     """Check every host as 'dglctl launch' would, without starting anything.
 
     \b
     For each host: reachable (or the exact error), Python and dglctl versions against this
     machine's, workspace writable, its data address one it can listen on (and the interface
     that carries it), free disk (with --part-config: the bytes its shards still need), usable
-    CPUs, busy ports in the cluster's port range; then the port block a launch
+    CPUs, its GPUs (when gpus_per_host asks for any), busy ports in the cluster's port
+    range; then the port block a launch
     would take. Exit 0 when a launch would pass preflight, 1 when any host has a problem
     (each named as launch's preflight names it). An unreachable host is reported as that
     host's problem; the other hosts are still checked.
@@ -48,7 +52,7 @@ def check(app: Any, cluster_path: Path | None, part_config: Path | None,
     from ..config import load_cluster_config
 
     cluster = load_cluster_config(cluster_path or DEFAULT_CLUSTER).with_overrides(
-        port_base=port_base)
+        port_base=port_base, gpus_per_host=num_gpus)
     result, copies = run_check(cluster, part_config, explicit_port=port_base is not None)
     display = app.display(json_mode)
     display.json(check_json(cluster, result, copies, explicit_port=port_base is not None))
@@ -80,7 +84,8 @@ def run_check(cluster: ClusterConfig, part_config: Path | None, *,
     transports = [make_transport(h, cluster) for h in hosts]
     clients = [AgentClient(t) for t in transports]
     try:
-        reports = pf.ask_each_host(clients, pf.preflight_ports(cluster))
+        reports = pf.ask_each_host(clients, pf.preflight_ports(cluster),
+                                   gpus=cluster.gpus_per_host > 0)
         cluster, hosts = pf.learn_addresses(cluster, hosts, reports)
         for t, r in zip(transports, reports, strict=True):
             if isinstance(r, PreflightReport):
@@ -138,6 +143,8 @@ def check_json(cluster: ClusterConfig, result: PreflightResult, copies: list[int
             "bytes_to_copy": lacking, "cpus": r.cpus if r else None,
             "ports_busy": sorted(r.ports_busy) if r else None,
             "bind_error": r.bind_error if r else None,
+            "gpus": list(r.gpus) if r and r.gpus is not None else None,
+            "gpu_error": r.gpu_error if r else None,
             "interface": interface_of(c.host.data_address, r.interfaces) if r else None,
             "problems": c.all_problems})
     lo, hi = _ports_range(cluster)
@@ -191,6 +198,9 @@ def _host_lines(cluster: ClusterConfig, c: HostCheck, lacking: int | None) -> li
             disk += f"; its shards {human_bytes(c.need)}, {still} still to copy"
         lines.append(_mark(p.get("disk"), disk))
     lines.append(f"  {INFO}  CPUs: {r.cpus if r.cpus is not None else 'unknown'} usable")
+    if r.gpus is not None:
+        lines.append(_mark(p.get("gpus"), f"GPUs: {len(r.gpus)}, {cluster.gpus_per_host} "
+                                          f"per host asked ({'; '.join(r.gpus) or 'none'})"))
     lo, hi = _ports_range(cluster)
     busy = sorted(r.ports_busy)
     shown = ", ".join(map(str, busy[:SHOW_PORTS])) + (", ..." if len(busy) > SHOW_PORTS else "")

@@ -267,7 +267,8 @@ class Launcher:
     def preflight(self) -> None:
         """Every host: reachable, same Python and dglctl, ports free, disk space; then the plan
         on the ports found free (``jobs.preflight`` holds the checks, shared with ``check``)."""
-        reports = ask_hosts(self.clients, preflight_ports(self.cluster))
+        reports = ask_hosts(self.clients, preflight_ports(self.cluster),
+                            gpus=self.cluster.gpus_per_host > 0)
         self.cluster, self.hosts = learn_addresses(self.cluster, self.hosts, reports)
         for t, h, r in zip(self.transports, self.hosts, reports, strict=True):
             t.workspace, t.host, t.cluster = r.workspace, h, self.cluster
@@ -675,11 +676,14 @@ class Launcher:
             spare = self.cluster.spares[0]
             client = AgentClient(self._fresh_transport(spare, spare.workspace))
             try:
-                report = client.preflight(spare.data_address, ports)
+                report = client.preflight(spare.data_address, ports,
+                                          gpus=self.cluster.gpus_per_host > 0)
                 client.transport.workspace = report.workspace
                 problems = list(host_problems(
                     spare, report, host_bytes(self.part_cfg, i),
-                    functools.partial(bytes_to_copy, client, self.part_cfg, i)).values())
+                    functools.partial(bytes_to_copy, client, self.part_cfg, i),
+                    gpus=self.cluster.gpus_per_host,
+                    visible=self.cluster.env.get("CUDA_VISIBLE_DEVICES")).values())
                 busy = sorted(set(ports) & report.ports_busy)
                 if busy:
                     problems.append(f"host {spare.name}: port(s) {', '.join(map(str, busy))} "

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 __all__ = ["HostCheck", "PreflightResult", "ask_each_host", "ask_hosts", "bytes_to_copy",
-           "each_host", "host_problems", "judge", "local_versions", "preflight_ports"]
+           "each_host", "gpu_problem", "host_problems", "judge", "local_versions", "preflight_ports"]
 
 
 def local_versions() -> tuple[str, str]:
@@ -37,17 +37,19 @@ def local_versions() -> tuple[str, str]:
     return sys.version.split()[0], __version__
 
 
-def ask_hosts(clients: Sequence[AgentClient], ports: Sequence[int]) -> list[PreflightReport]:
+def ask_hosts(clients: Sequence[AgentClient], ports: Sequence[int],
+              gpus: bool = False) -> list[PreflightReport]:
     """Every host's preflight report, all hosts at once, each asked about ``ports`` on its
-    data address; hosts that cannot answer raise one ``GroupError`` (what ``launch`` does)."""
-    return fan_out(clients, lambda i, c: c.preflight(c.host.data_address, ports))
+    data address (and its GPUs, with ``gpus``); hosts that cannot answer raise one
+    ``GroupError`` (what ``launch`` does)."""
+    return fan_out(clients, lambda i, c: c.preflight(c.host.data_address, ports, gpus))
 
 
-def ask_each_host(clients: Sequence[AgentClient],
-                  ports: Sequence[int]) -> list[PreflightReport | HostFailure]:
+def ask_each_host(clients: Sequence[AgentClient], ports: Sequence[int],
+                  gpus: bool = False) -> list[PreflightReport | HostFailure]:
     """As :func:`ask_hosts`, but a host that cannot answer gives its ``HostFailure`` in its
     place and the other hosts' reports still come back (what ``check`` does)."""
-    return each_host(clients, lambda i, c: c.preflight(c.host.data_address, ports))
+    return each_host(clients, lambda i, c: c.preflight(c.host.data_address, ports, gpus))
 
 
 def each_host(clients: Sequence[AgentClient],
@@ -94,11 +96,14 @@ def learn_addresses(cluster: ClusterConfig, hosts: Sequence[Host],
 
 
 def host_problems(h: Host, r: PreflightReport, need: int | None,
-                  to_copy: Callable[[], int]) -> dict[str, str]:
+                  to_copy: Callable[[], int], *, gpus: int = 0,
+                  visible: str | None = None) -> dict[str, str]:
     """The problems in host ``h``'s report, keyed by what they are about (``python``,
-    ``dglctl``, ``workspace``, ``disk``, ``address``): another Python minor version or
-    dglctl version than here, a workspace it cannot write, too little disk for the shards
-    still to copy, a data address the host cannot listen on (not one of its own).
+    ``dglctl``, ``workspace``, ``disk``, ``address``, ``gpus``): another Python minor version
+    or dglctl version than here, a workspace it cannot write, too little disk for the shards
+    still to copy, a data address the host cannot listen on (not one of its own), fewer
+    than ``gpus`` GPUs (those CUDA_VISIBLE_DEVICES=``visible`` leaves, when the cluster's
+    env sets it).
     ``need`` is the bytes of its partition files (None: no partition given); ``to_copy``,
     called only when the disk holds less than ``need``, the bytes of them still missing."""
     here_py, here_dglctl = local_versions()
@@ -122,7 +127,37 @@ def host_problems(h: Host, r: PreflightReport, need: int | None,
                                f"{address}: {r.bind_error} (the host's addresses: "
                                f"{own}); set data_address for it in the cluster YAML to its "
                                "address on the cluster's network")
+    gpu = gpu_problem(name, gpus, r, visible)
+    if gpu is not None:
+        problems["gpus"] = gpu
     return problems
+
+
+def gpu_problem(name: str, gpus: int, r: PreflightReport, visible: str | None) -> str | None:
+    """Why host ``name`` cannot give its trainers ``gpus`` GPUs (None: it can, or none are
+    asked). ``visible`` is CUDA_VISIBLE_DEVICES from the cluster's env (None: unset): its
+    entries are the GPUs the trainers see, each index one the host has."""
+    if gpus == 0 or r.gpus is None:
+        return None
+    want = f"host {name}: gpus_per_host is {gpus}"
+    if r.gpu_error is not None:
+        return f"{want}, but its GPUs could not be listed: {r.gpu_error}"
+    listed = "; ".join(r.gpus) or "none"
+    have = len(r.gpus)
+    if visible is not None:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        bad = [e for e in entries if e.isdigit() and int(e) >= have]
+        if bad:
+            return (f"{want}, but CUDA_VISIBLE_DEVICES={visible} names GPU {bad[0]} and it "
+                    f"has {have} (nvidia-smi -L: {listed})")
+        if len(entries) < gpus:
+            return (f"{want}, but CUDA_VISIBLE_DEVICES={visible} leaves its trainers "
+                    f"{len(entries)}: set gpus_per_host to {len(entries)} or list more")
+        return None
+    if have < gpus:
+        return (f"{want}, but it has {have} GPU(s) (nvidia-smi -L: {listed}): set "
+                f"gpus_per_host (--num-gpus) to at most {have}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -205,7 +240,8 @@ def _check_host(cluster: ClusterConfig, i: int, h: Host, r: PreflightReport | Ho
         asked.append(to_copy(i))
         return asked[0]
 
-    problems = host_problems(h, r, need, missing)
+    problems = host_problems(h, r, need, missing, gpus=cluster.gpus_per_host,
+                             visible=cluster.env.get("CUDA_VISIBLE_DEVICES"))
     servers = set(range(cluster.port_base, cluster.port_base + cluster.servers_per_host))
     port = (busy_ports_problem(cluster, {h.name: r.ports_busy}) if servers & r.ports_busy
             else None)
