@@ -38,6 +38,8 @@ _EXPORTS = {
     "Block": "runtime.sampling.block",
     "PairGraph": "runtime.sampling.graph",
     "DistEdgeDataLoader": "runtime.loader.edge_dataloader",
+    "device": "runtime.trainer_device",
+    "ddp_backend": "runtime.trainer_device",
 }
 
 # Modules under DGL's names, so that ``import runtime as dgl`` serves a DGL script's

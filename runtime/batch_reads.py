@@ -60,7 +60,7 @@ class _Held:
 
     owner: BatchReads
     slots: dict[int, tuple[Slot, torch.Tensor]]  # id(tensor) -> (slot, tensor: kept alive)
-    ready: dict[tuple[str, Slot], np.ndarray] = field(default_factory=dict)
+    ready: dict[tuple[str, Slot], np.ndarray | torch.Tensor] = field(default_factory=dict)
 
 
 _held: _Held | None = None  # the main thread's batch (reads come from the training step)
@@ -93,8 +93,10 @@ class BatchReads:
                 out[(key, slot)] = tensor.read_rows(ids)
         return out
 
-    def hand_over(self, batch: Any, ready: dict[tuple[str, Slot], np.ndarray]) -> None:
-        """The trainer now holds ``batch`` (with the rows pulled ahead for it)."""
+    def hand_over(self, batch: Any,
+                  ready: dict[tuple[str, Slot], np.ndarray | torch.Tensor]) -> None:
+        """The trainer now holds ``batch`` (with the rows pulled ahead for it: arrays, or
+        tensors on the batch's device)."""
         global _held
         _held = _Held(self, {id(t): (s, t) for s, t in id_slots(batch).items()}, dict(ready))
 
@@ -119,4 +121,6 @@ def take(tensor: Any, ids: Any) -> torch.Tensor | None:
         return None
     held.owner.learn(tensor, found[0])
     ready = held.ready.pop((key, found[0]), None)
-    return None if ready is None else torch.from_numpy(ready)
+    if ready is None or isinstance(ready, torch.Tensor):  # (on the batch's device)
+        return ready
+    return torch.from_numpy(ready)

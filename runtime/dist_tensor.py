@@ -169,6 +169,9 @@ class DistTensor:
         ahead = batch_reads.take(self, ids)  # pulled by the loader while the last step ran
         if ahead is not None:
             return ahead
+        if isinstance(ids, torch.Tensor) and ids.device.type != "cpu":
+            # A batch on a GPU: its rows come back beside its ids (DGL gives CPU rows).
+            return torch.from_numpy(self.read_rows(ids.cpu())).to(ids.device)
         return torch.from_numpy(self.read_rows(ids))
 
     def read_rows(self, ids: Any) -> np.ndarray:

@@ -155,6 +155,11 @@ def set_standalone_torch_env() -> None:
 
 
 
+def local_rank() -> int:
+    """This trainer's rank on its host (torchrun's ``LOCAL_RANK``; 0 without it)."""
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
 def loader_prefetch() -> bool:
     """Whether loaders make batches ahead on a prefetch thread by default: ``DGLCTL_PREFETCH``
     (default on; ``0`` turns it off without changing the script)."""

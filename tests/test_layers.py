@@ -55,7 +55,8 @@ LAYERS = (
     Group("api", 3, ("runtime.context", "runtime.routing", "runtime.view", "runtime.dist_graph",
                      "runtime.structure", "runtime.tensor_store",
                      "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
-                     "runtime.checkpoint", "runtime.sampling.neighbor", "runtime.batch_reads")),
+                     "runtime.checkpoint", "runtime.sampling.neighbor", "runtime.batch_reads",
+                     "runtime.trainer_device")),
     Group("nn", 3, ("runtime.nn.*",), only=("nn", "block")),
     Group("loader", 4, ("runtime.loader.*",)),
     # The public facade names its exports as strings (loaded on first use): no runtime import.

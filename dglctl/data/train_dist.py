@@ -52,18 +52,21 @@ def timed_allreduce_hook(clock, bucket):
     return allreduce_hook(None, bucket).then(done)
 
 
-def evaluate(g, model, nids, sampler, batch_size):
+def evaluate(g, model, nids, sampler, batch_size, device):
     """Accuracy on ``nids``, summed over every trainer (each evaluates its own share)."""
     model.eval()
     correct = th.zeros(2, dtype=th.float64)
-    loader = DistDataLoader(nids.numpy(), batch_size, collate_fn=sampler.sample_blocks)
+    loader = DistDataLoader(nids.numpy(), batch_size, collate_fn=sampler.sample_blocks,
+                            device=device)
     with th.no_grad():
         for blocks in loader:
             x, y = load_subtensor(g, blocks[0].srcdata[NID], blocks[-1].dstdata[NID])
             pred = model(blocks, x).argmax(1)
             correct += th.tensor([(pred == y).sum().item(), len(y)], dtype=th.float64)
     if th.distributed.is_initialized():
+        correct = correct.to(device)  # (NCCL reduces device tensors)
         th.distributed.all_reduce(correct)
+        correct = correct.cpu()
     model.train()
     return (correct[0] / correct[1].clamp(min=1)).item()
 
@@ -79,7 +82,12 @@ def model_checksum(model):
 def main(args):
     # initialize distributed contexts
     dgl_distributed.initialize(args.ip_config)
-    th.distributed.init_process_group(backend="gloo")
+    # The launcher's GPU for this trainer with --num-gpus (cuda:LOCAL_RANK), else the CPU.
+    device = dgl_distributed.device(args.device)
+    if device.type == "cuda":
+        th.cuda.set_device(device)
+    backend = dgl_distributed.ddp_backend(device) if args.backend == "auto" else args.backend
+    th.distributed.init_process_group(backend=backend)
     rank = th.distributed.get_rank()
     # load distributed graph
     g = DistGraph(args.graph_name, part_config=args.part_config)
@@ -103,11 +111,14 @@ def main(args):
         shuffle=True,
         drop_last=False,
         seed=args.seed,
+        device=device,  # batches (and the features pulled ahead) copied there
     )
 
     # Define model and optimizer
     model = SAGE(in_feats, args.num_hidden, n_classes, len(fanouts), F.relu, args.dropout)
-    model = th.nn.parallel.DistributedDataParallel(model)
+    model = model.to(device)
+    model = th.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device] if device.type == "cuda" else None)
     clock = {"start": 0.0, "end": 0.0}
     model.register_comm_hook(clock, timed_allreduce_hook)
     loss_fcn = nn.CrossEntropyLoss()
@@ -178,13 +189,13 @@ def main(args):
                 tick = time.perf_counter()
         epoch_time = time.perf_counter() - t0
         val_acc = (float("nan") if args.no_eval
-                   else evaluate(g, model.module, val_nid, sampler, args.batch_size))
+                   else evaluate(g, model.module, val_nid, sampler, args.batch_size, device))
         if rank == 0:
             split = ", ".join(f"{k} {v:.2f}s" for k, v in times.items())
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val_acc:.4f}, "
                   f"time {epoch_time:.2f}s ({split})", flush=True)
     if not args.no_eval:
-        test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size)
+        test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size, device)
         if rank == 0:
             print(f"test accuracy {test_acc:.4f}", flush=True)
     if rank == 0:
@@ -204,6 +215,10 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.003)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto: the GPU "
+                   "the launcher gave this trainer (--num-gpus), else the CPU")
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
     p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many "
                    "steps (0: all); benchmarks use it")
     p.add_argument("--no-eval", action="store_true", help="skip validation/test (benchmarks)")

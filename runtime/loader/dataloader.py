@@ -21,6 +21,7 @@ from ..context import get_context
 from ..env import loader_prefetch
 from ..error_file import note_position
 from ..sampling.neighbor import NeighborSampler, set_batch_key
+from .device_copy import DeviceCopier, plan_for
 from .prefetch import BatchPrefetcher
 from .sampler_pool import SamplerPool
 
@@ -44,8 +45,13 @@ class DistDataLoader:
     :meth:`load_state_dict` (or :meth:`resume`) sees exactly the batches the uninterrupted run
     would have seen.
     ``num_workers`` (DGL's DataLoader argument) is the number of sampler processes when
-    ``num_samplers`` is not given; ``device`` other than CPU and ``pin_memory`` are refused
-    or ignored as in DGL (batches are on the CPU).
+    ``num_samplers`` is not given.
+
+    ``device`` (a CUDA device, e.g. ``runtime.device()``): every batch is copied there, its
+    blocks, ids and the feature rows pulled ahead for it, through pinned memory with
+    non-blocking copies on a side stream; with prefetch the copies of the next batch run
+    while the step computes (``runtime.loader.device_copy``). ``pin_memory`` is accepted and
+    implied by ``device`` (without one, batches stay in pageable CPU memory).
 
     With 0 sampler processes, ``prefetch`` makes the next batches on a thread while the
     training step runs (``runtime.loader.prefetch``), ``queue_size`` ahead (with sampler
@@ -75,9 +81,9 @@ class DistDataLoader:
         prefetch: bool | None = None,
         prefetch_features: bool = True,
     ) -> None:
-        if device is not None and torch.device(device).type != "cpu":
-            raise ValueError(f"device={device!r}: distributed loaders yield CPU batches, as "
-                             "DGL's; move them with .to(device)")
+        plan = plan_for(device)
+        self._copier = DeviceCopier(plan) if plan is not None else None
+        self.device = plan.device if plan is not None else torch.device("cpu")
         if num_samplers is None:
             num_samplers = num_workers
         self.dataset = np.asarray(torch.as_tensor(dataset).numpy(), dtype=np.int64).reshape(-1)
@@ -157,7 +163,7 @@ class DistDataLoader:
         batches = self.batches()
         self._position = (epoch, start)
         if self.collate_fn is None:
-            items: Iterator[Any] = (torch.from_numpy(b) for b in batches[start:])
+            items: Iterator[Any] = self._moved(torch.from_numpy(b) for b in batches[start:])
         elif self.num_samplers > 0:
             self._stop_prefetch()
             if self._workers is None:
@@ -167,18 +173,27 @@ class DistDataLoader:
                 # The sampler processes make the batches; a thread takes each as it comes,
                 # builds its CSR and pulls its learnt reads while the step runs.
                 self._prefetcher = BatchPrefetcher(_taker(items), range(start, len(batches)),
-                                                   self.queue_size, self._reads)
+                                                   self.queue_size, self._reads, self._copier)
                 items = iter(self._prefetcher)
+            else:
+                items = self._moved(items)
         elif self.prefetch:
             self._stop_prefetch()
             make = functools.partial(_make_batch, self.collate_fn, batches, epoch)
             self._prefetcher = BatchPrefetcher(make, range(start, len(batches)),
-                                               self.queue_size, self._reads)
+                                               self.queue_size, self._reads, self._copier)
             items = iter(self._prefetcher)
         else:
-            items = (_make_batch(self.collate_fn, batches, epoch, i)
-                     for i in range(start, len(batches)))
+            items = self._moved(_make_batch(self.collate_fn, batches, epoch, i)
+                                for i in range(start, len(batches)))
         return self._counted(items, epoch, start)
+
+    def _moved(self, items: Iterator[Any]) -> Iterator[Any]:
+        """``items`` on the loader's device, each copied in the step (no prefetch thread)."""
+        if self._copier is None:
+            return items
+        copier = self._copier
+        return (copier.finish(copier.start(b, {}))[0] for b in items)
 
     def _counted(self, items: Iterator[Any], epoch: int, start: int) -> Iterator[Any]:
         """Yield ``items``, keeping :attr:`_position` on the batch after the one yielded and

@@ -25,6 +25,7 @@ from ..batch_reads import BatchReads
 from ..context import get_context, use_thread_pool
 from ..errors import DistError
 from ..rpc.client import ServerPool
+from .device_copy import DeviceCopier
 
 _POLL_S = 0.05  # how often a blocked put/get looks at the stop flag and the thread
 _live: weakref.WeakSet[BatchPrefetcher] = weakref.WeakSet()
@@ -39,14 +40,17 @@ class BatchPrefetcher:
         indices: the batches to make, in order.
         depth: batches made ahead (the bound of the queue).
         reads: the loader's learnt reads, pulled for each batch made.
+        copier: copies each batch made (and its rows pulled ahead) to the trainer's
+            device on the thread; the trainer's stream waits for it at hand-over.
 
     The thread connects to the servers on its own (one handshake per epoch), and closes
     its connections when it has made its last batch or is stopped.
     """
 
     def __init__(self, make: Callable[[int], Any], indices: Sequence[int], depth: int,
-                 reads: BatchReads | None) -> None:
+                 reads: BatchReads | None, copier: DeviceCopier | None = None) -> None:
         self._make, self._indices, self._reads = make, indices, reads
+        self._copier = copier
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         # Started by the first next(): an iteration never begun leaves no thread behind.
@@ -67,7 +71,10 @@ class BatchPrefetcher:
                 try:
                     batch = self._make(i)
                     _csr_ahead(batch)
-                    ready = self._reads.pull_ahead(batch) if self._reads is not None else {}
+                    ready: Any = (self._reads.pull_ahead(batch) if self._reads is not None
+                                  else {})
+                    if self._copier is not None:  # its copies run while the step computes
+                        batch, ready = self._copier.start(batch, ready), None
                     item: tuple[Any, Any, BaseException | None] = (batch, ready, None)
                 except BaseException as e:  # noqa: BLE001 - raised again in the trainer
                     item = (None, None, e)
@@ -92,6 +99,8 @@ class BatchPrefetcher:
                 batch, ready, error = self._get()
                 if error is not None:
                     raise error
+                if self._copier is not None:
+                    batch, ready = self._copier.finish(batch)
                 if self._reads is not None:
                     self._reads.hand_over(batch, ready)
                 yield batch

@@ -10,7 +10,7 @@ Heterogeneous blocks keep one id list per node type and one edge list per canoni
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,16 +262,18 @@ class Block:
 
     def to(self, device: Any, **kwargs: Any) -> Block:
         """A copy with every tensor on ``device``."""
+        return self.map_tensors(lambda v: v.to(device, **kwargs))
+
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Block:
+        """A copy with ``fn`` applied to every tensor (ids, edges, data); the destination
+        nodes' ids stay the first of the source nodes' (one copy of them)."""
         out = Block.__new__(Block)
         out._num_dst = dict(self._num_dst)
-        out._src_data = {t: {k: v.to(device, **kwargs) for k, v in d.items()}
-                         for t, d in self._src_data.items()}
-        out._dst_data = {t: {k: v.to(device, **kwargs) for k, v in d.items()}
-                         for t, d in self._dst_data.items()}
-        out._edges = {et: (s.to(device, **kwargs), d.to(device, **kwargs))
-                      for et, (s, d) in self._edges.items()}
-        out._edata = {et: {k: v.to(device, **kwargs) for k, v in d.items()}
-                      for et, d in self._edata.items()}
+        out._src_data = {t: {k: fn(v) for k, v in d.items()} for t, d in self._src_data.items()}
+        out._dst_data = {t: {k: out._src_data[t][NID][:self._num_dst[t]] if k == NID else fn(v)
+                             for k, v in d.items()} for t, d in self._dst_data.items()}
+        out._edges = {et: (fn(s), fn(d)) for et, (s, d) in self._edges.items()}
+        out._edata = {et: {k: fn(v) for k, v in d.items()} for et, d in self._edata.items()}
         out._views()
         return out
 

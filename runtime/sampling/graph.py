@@ -224,14 +224,15 @@ class SampledGraph:
 
     def to(self, device: Any, **kwargs: Any) -> SampledGraph:
         """A copy with every tensor on ``device``."""
+        return self.map_tensors(lambda v: v.to(device, **kwargs))
+
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> SampledGraph:
+        """A copy with ``fn`` applied to every tensor (edges and data)."""
         out = self.__class__.__new__(self.__class__)
         out._num_nodes = dict(self._num_nodes)
-        out._edges = {et: (s.to(device, **kwargs), d.to(device, **kwargs))
-                      for et, (s, d) in self._edges.items()}
-        out._ndata = {t: {k: v.to(device, **kwargs) for k, v in d.items()}
-                      for t, d in self._ndata.items()}
-        out._edata = {et: {k: v.to(device, **kwargs) for k, v in d.items()}
-                      for et, d in self._edata.items()}
+        out._edges = {et: (fn(s), fn(d)) for et, (s, d) in self._edges.items()}
+        out._ndata = {t: {k: fn(v) for k, v in d.items()} for t, d in self._ndata.items()}
+        out._edata = {et: {k: fn(v) for k, v in d.items()} for et, d in self._edata.items()}
         out._views()
         return out
 
