@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fill .whl/ with the wheels bench/device_check.sh installs on the device machine (x86-64,
 # Python 3.12 holding torch, numpy, numba, scipy, msgpack, xxhash and pyyaml, no registry
-# reachable), which lacks pyzmq and METIS: about 1.3 MB, the versions this repository is
+# reachable), which lacks pyzmq, METIS and pytest: about 2 MB, the versions this repository is
 # tested with. Run here, from anywhere; .whl/ stays out of git (.git/info/exclude), and a
 # device run carries it (carry: [".whl"]).
 set -euo pipefail
@@ -15,6 +15,9 @@ done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp "${plat[@]}" -d .whl \
     pyzmq==27.3.0 cmeel-metis==5.2.1.1 cmeel-gklib==0.0.1 cmeel==0.62.0
+# pytest, for the GPU tests device_check.sh runs first (pure Python).
+python3 -m pip download -q --no-deps --only-binary=:all: -d .whl \
+    pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4
 # The ctypes wrapper "metis" is published as a source archive only: pure Python, made into a
 # wheel here.
 sdist=$(mktemp -d)
