@@ -53,6 +53,12 @@ class DistDataLoader:
     while the step computes (``runtime.loader.device_copy``). ``pin_memory`` is accepted and
     implied by ``device`` (without one, batches stay in pageable CPU memory).
 
+    DGL's ``DataLoader`` options are accepted: ``use_prefetch_thread`` is ``prefetch``;
+    ``use_alternate_streams`` and ``pin_prefetcher`` are what ``device`` always does (a side
+    stream, pinned copies); ``persistent_workers`` is how sampler processes always live (one
+    pool per loader, kept across epochs); ``use_uva`` is ignored: the graph and features
+    live on the servers, so there is no host graph for the GPU to read in place.
+
     With 0 sampler processes, ``prefetch`` makes the next batches on a thread while the
     training step runs (``runtime.loader.prefetch``), ``queue_size`` ahead (with sampler
     processes, which make them, the thread takes each batch as it comes and does the rest:
@@ -80,7 +86,16 @@ class DistDataLoader:
         pin_memory: bool = False,
         prefetch: bool | None = None,
         prefetch_features: bool = True,
+        use_prefetch_thread: bool | None = None,
+        use_uva: bool = False,
+        use_alternate_streams: bool | None = None,
+        pin_prefetcher: bool | None = None,
+        persistent_workers: bool = True,
     ) -> None:
+        # DGL's DataLoader options, each mapped to what it means here (see the class doc).
+        if prefetch is None and use_prefetch_thread is not None:
+            prefetch = use_prefetch_thread
+        del use_uva, use_alternate_streams, pin_prefetcher, persistent_workers, pin_memory
         plan = plan_for(device)
         self._copier = DeviceCopier(plan) if plan is not None else None
         self.device = plan.device if plan is not None else torch.device("cpu")

@@ -202,3 +202,32 @@ def test_a_loader_yields_its_batches_on_a_gpu(standalone):
         assert rows.is_cuda
         np.testing.assert_array_equal(rows.cpu().numpy(), x)
         assert input_nodes.tolist() == i and _signature(blocks) == sig
+
+
+@pytest.mark.unit
+def test_edge_batches_move_with_their_pair_graphs(standalone):
+    """An edge loader's batch (input nodes, positive and negative pair graphs, blocks) is moved
+    whole, each pair graph's edges and edge ids with it; DGL's DataLoader options are taken."""
+    import runtime as dg
+    from runtime.loader.edge_dataloader import DistEdgeDataLoader
+
+    g = dg.DistGraph("g", part_config=str(standalone))
+    eids = np.arange(0, g.num_edges(), 7)
+
+    def loader(**kw):
+        return DistEdgeDataLoader(g, eids, NeighborSampler([3], seed=5), batch_size=64,
+                                  negative_sampler=2, num_samplers=0, seed=3, **kw)
+
+    plan = RecordingPlan()
+    moved = loader(device=plan, use_uva=True, use_alternate_streams=True,
+                   pin_prefetcher=True, persistent_workers=True, use_prefetch_thread=False)
+    assert not moved.prefetch, "use_prefetch_thread=False is prefetch=False"
+    n = 0
+    for (i, pos, neg, blocks), (ci, cpos, cneg, cblocks) in zip(moved, loader(), strict=True):
+        assert all(plan.is_made(t) for t in _tensors((i, pos, neg, blocks)))
+        assert i.tolist() == ci.tolist() and _signature(blocks) == _signature(cblocks)
+        for a, b in ((pos, cpos), (neg, cneg)):
+            assert [t.tolist() for t in a.edges()] == [t.tolist() for t in b.edges()]
+        assert pos.edata["_ID"].tolist() == cpos.edata["_ID"].tolist()
+        n += 1
+    assert n == len(moved) > 1
