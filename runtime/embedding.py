@@ -65,8 +65,13 @@ class DistEmbedding:
         return self._embedding_dim
 
     def __call__(self, ids: Any, device: Any = None) -> torch.Tensor:
-        ids_np = np.asarray(torch.as_tensor(ids).numpy(), np.int64).reshape(-1)
+        """The rows of ``ids``, on ``device`` (default: the ids' device, as a batch on a
+        GPU gives them; the CPU for anything else)."""
+        ids_t = torch.as_tensor(ids)
+        ids_np = np.asarray(ids_t.cpu().numpy(), np.int64).reshape(-1)
         rows = self._tensor[ids_np]
+        if device is None and ids_t.device.type != "cpu":
+            device = ids_t.device
         if device is not None:
             rows = rows.to(device)
         if self.training and torch.is_grad_enabled():

@@ -58,18 +58,21 @@ def load_inputs(g, blocks):
     return x, y
 
 
-def accuracy(g, model, nids, sampler, batch_size) -> float:
+def accuracy(g, model, nids, sampler, batch_size, device) -> float:
     model.eval()
     correct = th.zeros(2, dtype=th.float64)
     loader = DistDataLoader(nids.numpy(), batch_size,
-                            collate_fn=lambda s: sampler.sample_blocks({TARGET: s}))
+                            collate_fn=lambda s: sampler.sample_blocks({TARGET: s}),
+                            device=device)
     with th.no_grad():
         for blocks in loader:
             x, y = load_inputs(g, blocks)
             pred = model(blocks, x).argmax(1)
             correct += th.tensor([(pred == y).sum().item(), len(y)], dtype=th.float64)
     if th.distributed.is_initialized():
+        correct = correct.to(device)  # (NCCL reduces device tensors)
         th.distributed.all_reduce(correct)
+        correct = correct.cpu()
     model.train()
     return (correct[0] / correct[1].clamp(min=1)).item()
 
@@ -84,7 +87,12 @@ def model_checksum(model) -> str:
 
 def main(args):
     runtime.initialize(args.ip_config)
-    th.distributed.init_process_group(backend="gloo")
+    # The launcher's GPU for this trainer with --num-gpus (cuda:LOCAL_RANK), else the CPU.
+    device = runtime.device(args.device)
+    if device.type == "cuda":
+        th.cuda.set_device(device)
+    th.distributed.init_process_group(
+        backend=runtime.ddp_backend(device) if args.backend == "auto" else args.backend)
     rank = th.distributed.get_rank()
     th.manual_seed(args.seed)
     g = DistGraph(args.graph_name, part_config=args.part_config)
@@ -98,10 +106,13 @@ def main(args):
     in_dims = {t: g.nodes[t].data["feat"].shape[1] for t in g.ntypes}
     model = RelSAGE(in_dims, g.canonical_etypes, args.num_hidden, int(labels.max()) + 1,
                     len(fanouts), args.dropout)
-    model = th.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    model = th.nn.parallel.DistributedDataParallel(
+        model.to(device), device_ids=[device] if device.type == "cuda" else None,
+        find_unused_parameters=True)
     opt = th.optim.Adam(model.parameters(), lr=args.lr)
     loader = DistDataLoader(train_nid.numpy(), args.batch_size, shuffle=True, seed=args.seed,
-                            collate_fn=lambda s: sampler.sample_blocks({TARGET: s}))
+                            collate_fn=lambda s: sampler.sample_blocks({TARGET: s}),
+                            device=device)
     # Resume from the newest checkpoint, if any. Only here, once everything is built: it
     # restores the random generators as they were after the saved step, so nothing may draw
     # from them between this load and the first resumed step (building the model does).
@@ -136,11 +147,11 @@ def main(args):
                     checkpoint.save(args.checkpoint_dir, global_step, model=model, optimizer=opt,
                                     extra={"loader": loader.state_dict(), "step": global_step,
                                            "losses": losses})
-        val = accuracy(g, model.module, val_nid, sampler, args.batch_size)
+        val = accuracy(g, model.module, val_nid, sampler, args.batch_size, device)
         if rank == 0:
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val:.4f}, "
                   f"time {time.perf_counter() - t0:.2f}s", flush=True)
-    test = accuracy(g, model.module, test_nid, sampler, args.batch_size)
+    test = accuracy(g, model.module, test_nid, sampler, args.batch_size, device)
     if rank == 0:
         print(f"test accuracy {test:.4f}", flush=True)
         print(f"model checksum {model_checksum(model.module)}", flush=True)
@@ -162,6 +173,10 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--dropout", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto: the GPU "
+                   "the launcher gave this trainer (--num-gpus), else the CPU")
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
     p.add_argument("--checkpoint-dir", default=None, help="save checkpoints there and resume "
                    "from the newest one at start (default: no checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=100,

@@ -48,7 +48,12 @@ def model_checksum(model) -> str:
 
 def main(args):
     runtime.initialize(args.ip_config)
-    th.distributed.init_process_group(backend="gloo")
+    # The launcher's GPU for this trainer with --num-gpus (cuda:LOCAL_RANK), else the CPU.
+    device = runtime.device(args.device)
+    if device.type == "cuda":
+        th.cuda.set_device(device)
+    th.distributed.init_process_group(
+        backend=runtime.ddp_backend(device) if args.backend == "auto" else args.backend)
     rank, world = th.distributed.get_rank(), th.distributed.get_world_size()
     th.manual_seed(args.seed)
     g = DistGraph(args.graph_name, part_config=args.part_config)
@@ -63,13 +68,14 @@ def main(args):
     in_feats = g.ndata["feat"].shape[1] + args.emb_dim
     fanouts = [int(f) for f in args.fan_out.split(",")]
     model = SAGE(in_feats, args.num_hidden, args.num_hidden, len(fanouts), F.relu, 0.0)
-    model = th.nn.parallel.DistributedDataParallel(model)
+    model = th.nn.parallel.DistributedDataParallel(
+        model.to(device), device_ids=[device] if device.type == "cuda" else None)
     opt = th.optim.Adam(model.parameters(), lr=args.lr)
     emb_opt = SparseAdam([emb], lr=args.lr)
     sampler = NeighborSampler(fanouts, seed=args.seed)
     loader = DistEdgeDataLoader(g, train_eids, sampler, batch_size=args.batch_size,
                                 negative_sampler=args.num_negs, exclude="self", shuffle=True,
-                                seed=args.seed)
+                                seed=args.seed, device=device)
 
     def embed(blocks):
         nids = blocks[0].srcdata[NID]
@@ -123,7 +129,7 @@ def main(args):
                                     sparse_optimizers=[emb_opt], embeddings=[emb],
                                     extra={"loader": loader.state_dict(), "step": global_step,
                                            "losses": losses})
-        val = evaluate(g, embed, sampler, np.flatnonzero(val_mask), rank, world, args)
+        val = evaluate(g, embed, sampler, np.flatnonzero(val_mask), rank, world, args, device)
         if rank == 0:
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val AUC {val:.4f}, "
                   f"time {time.perf_counter() - t0:.2f}s", flush=True)
@@ -132,11 +138,11 @@ def main(args):
     th.distributed.destroy_process_group()
 
 
-def evaluate(g, embed, sampler, val_eids, rank, world, args) -> float:
+def evaluate(g, embed, sampler, val_eids, rank, world, args, device) -> float:
     """AUC of held-out edges against uniform negatives, pooled over every trainer."""
     mine = np.array_split(val_eids, world)[rank]
     loader = DistEdgeDataLoader(g, mine, sampler, batch_size=args.batch_size,
-                                negative_sampler=1, seed=args.seed + 1)
+                                negative_sampler=1, seed=args.seed + 1, device=device)
     pos_s, neg_s = [], []
     with th.no_grad():
         for _, pos, neg, blocks in loader:
@@ -144,18 +150,21 @@ def evaluate(g, embed, sampler, val_eids, rank, world, args) -> float:
             pos_s.append((h[pos.src] * h[pos.dst]).sum(1))
             neg_s.append((h[neg.src] * h[neg.dst]).sum(1))
     pos_all, neg_all = _gather(th.cat(pos_s), world), _gather(th.cat(neg_s), world)
-    return auc(pos_all.numpy(), neg_all.numpy())
+    return auc(pos_all.cpu().numpy(), neg_all.cpu().numpy())
 
 
 def _gather(t: th.Tensor, world: int) -> th.Tensor:
+    """Every trainer's ``t`` (of any length), concatenated; on ``t``'s device (NCCL
+    gathers device tensors, gloo CPU ones)."""
     if world == 1:
         return t
-    sizes = [th.zeros(1, dtype=th.int64) for _ in range(world)]
-    th.distributed.all_gather(sizes, th.tensor([len(t)]))
+    dev = t.device
+    sizes = [th.zeros(1, dtype=th.int64, device=dev) for _ in range(world)]
+    th.distributed.all_gather(sizes, th.tensor([len(t)], device=dev))
     width = int(max(s.item() for s in sizes))
-    padded = th.zeros(width)
+    padded = th.zeros(width, device=dev)
     padded[: len(t)] = t
-    out = [th.zeros(width) for _ in range(world)]
+    out = [th.zeros(width, device=dev) for _ in range(world)]
     th.distributed.all_gather(out, padded)
     return th.cat([o[: int(s.item())] for o, s in zip(out, sizes, strict=True)])
 
@@ -173,6 +182,10 @@ def parse_args(argv=None):
     p.add_argument("--num-negs", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto: the GPU "
+                   "the launcher gave this trainer (--num-gpus), else the CPU")
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
     p.add_argument("--checkpoint-dir", default=None, help="save checkpoints there and resume "
                    "from the newest one at start (default: no checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=100,
