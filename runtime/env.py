@@ -45,6 +45,8 @@ class RuntimeEnv:
         encrypt: encrypt every connection (CURVE keys from the token; ``runtime.rpc.security``).
         device: the device the launcher gave this trainer: ``cpu`` or ``cuda:N`` (N counts
             the GPUs CUDA_VISIBLE_DEVICES leaves visible); see ``runtime.device``.
+        shared_gpu: other trainers of this machine train on the same GPU (more trainers
+            than GPUs): DDP keeps gloo (NCCL refuses two ranks on one device).
     """
 
     role: str
@@ -63,6 +65,7 @@ class RuntimeEnv:
     log_level: str = "WARNING"
     encrypt: bool = False
     device: str = "cpu"
+    shared_gpu: bool = False
 
     def __post_init__(self) -> None:
         if not _DEVICE.fullmatch(self.device):

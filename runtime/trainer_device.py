@@ -35,6 +35,12 @@ def device(spec: Any = "auto") -> torch.device:
         return torch.device("cpu")
     env = get_context().env
     given = torch.device(env.device) if env is not None else None
+    if given is not None and given.type == "cuda" and not torch.cuda.is_available():
+        raise DistError(f"the launcher gave this trainer {given} (gpus_per_host / "
+                        "--num-gpus), but torch here sees no CUDA device (torch "
+                        f"{torch.__version__}, CUDA build: {torch.version.cuda})",
+                        hint="install a CUDA build of torch on the hosts, or launch "
+                             "without --num-gpus")
     if spec == "auto" and env is not None:
         return given  # type: ignore[return-value]
     if given is not None and given.type == "cuda":
@@ -50,6 +56,9 @@ def device(spec: Any = "auto") -> torch.device:
 
 def ddp_backend(dev: Any = None) -> str:
     """The ``init_process_group`` backend for trainers on ``dev`` (default: ``device()``):
-    ``nccl`` for GPUs, ``gloo`` otherwise."""
+    ``nccl`` for GPUs each trainer has to itself, ``gloo`` otherwise (CPUs, or GPUs the
+    launcher gave to several trainers: NCCL refuses two ranks on one device)."""
     dev = device() if dev is None else torch.device(dev)
-    return "nccl" if dev.type == "cuda" else "gloo"
+    env = get_context().env
+    shared = env is not None and env.shared_gpu
+    return "nccl" if dev.type == "cuda" and not shared else "gloo"

@@ -32,7 +32,7 @@ SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 # ...) are tunables a cluster config may set in its ``env:`` as DGLCTL_<FIELD>.
 JOB_FIELDS = ("role", "job_id", "token", "machine_id", "ip_config", "part_config",
               "num_servers", "num_trainers", "num_samplers", "server_id", "timeout",
-              "encrypt", "device")
+              "encrypt", "device", "shared_gpu")
 
 
 @dataclass(frozen=True)
@@ -279,12 +279,22 @@ def torchrun_environ(*, rank: int, local_rank: int, world: int, local_world: int
             "TORCHELASTIC_ERROR_FILE": error_file, "PYTHONUNBUFFERED": "1"}
 
 
-def trainer_device(cluster: ClusterConfig, local_rank: int) -> str:
-    """The device of a host's trainer ``local_rank``: ``cuda:LOCAL_RANK`` (round robin when
-    a host has more trainers than GPUs, as DGL's examples' ``rank % num_gpus``), ``cpu``
-    without GPUs."""
+def trainer_device(cluster: ClusterConfig, local_rank: int, rank: int) -> str:
+    """The device of trainer ``rank`` (``local_rank`` on its host): ``cuda:LOCAL_RANK``
+    (round robin when a host has more trainers than GPUs, as DGL's examples' ``rank %
+    num_gpus``), ``cpu`` without GPUs. On the local transport every host is this machine,
+    whose GPUs the hosts share: ``cuda:RANK`` (round robin)."""
     gpus = cluster.gpus_per_host
-    return f"cuda:{local_rank % gpus}" if gpus else "cpu"
+    if not gpus:
+        return "cpu"
+    return f"cuda:{(rank if cluster.transport == 'local' else local_rank) % gpus}"
+
+
+def gpus_shared(cluster: ClusterConfig, hosts: int) -> bool:
+    """Whether some GPU has several trainers (more trainers on a machine than GPUs): NCCL
+    refuses two ranks on one device, so such trainers keep gloo for DDP."""
+    per_machine = cluster.trainers_per_host * (hosts if cluster.transport == "local" else 1)
+    return 0 < cluster.gpus_per_host < per_machine
 
 
 def omp_threads(cluster: ClusterConfig, cores: int | None) -> int | None:
@@ -352,13 +362,16 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
         assert opts.script is not None
         entry = (script_rel or opts.script.name,)
 
+    shared = int(gpus_shared(cluster, len(plans)))
+
     def contract(hp: HostPlan, role: str, server_id: int = 0, device: str = "cpu"
                  ) -> dict[str, str]:
         env = runtime_environ(
             cluster, role=role, job_id=job_id, token=token, machine_id=hp.index,
             ip_config=hp.ip_config, part_config=hp.part_config, num_servers=k,
             num_trainers=tph, num_samplers=cluster.samplers_per_trainer, server_id=server_id,
-            timeout=cluster.timeout, encrypt=int(cluster.encrypt), device=device)
+            timeout=cluster.timeout, encrypt=int(cluster.encrypt), device=device,
+            shared_gpu=shared if device != "cpu" else 0)
         return {**cluster.env, **env}
 
     no_idle_core = prefetch_without_core(cluster, len(plans), (cores or [None])[0])
@@ -373,7 +386,7 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
         threads = omp_threads(cluster, (cores or [None] * len(plans))[hp.index])
         for local in range(tph):
             rank = hp.index * tph + local
-            env = contract(hp, "trainer", device=trainer_device(cluster, local))
+            env = contract(hp, "trainer", device=trainer_device(cluster, local, rank))
             name = f"trainer-{hp.index}-{local}"
             env.update(torchrun_environ(
                 rank=rank, local_rank=local, world=world, local_world=tph, group=hp.index,

@@ -56,6 +56,15 @@ def test_each_trainer_is_given_its_device():
     assert {t.env["DGLCTL_DEVICE"] for t in p.trainers} == {"cuda:0", "cuda:1"}
     assert {RuntimeEnv.from_environ(s.env).device for s in p.servers} == {"cpu"}
     assert {RuntimeEnv.from_environ(t.env).device for t in plan().trainers} == {"cpu"}
+    assert all(RuntimeEnv.from_environ(t.env).shared_gpu for t in p.trainers), \
+        "3 trainers on 2 GPUs: DDP keeps gloo"
+    p = plan(cluster(gpus_per_host=3))
+    assert not any(RuntimeEnv.from_environ(t.env).shared_gpu for t in p.trainers)
+    # The local transport's hosts are this one machine: its GPUs go round by global rank.
+    p = plan(cluster(transport="local", gpus_per_host=4, hosts=["127.0.0.1", "127.0.0.2"],
+                     trainers_per_host=2))
+    assert [t.env["DGLCTL_DEVICE"] for t in p.trainers] == [f"cuda:{r}" for r in range(4)]
+    assert not any(RuntimeEnv.from_environ(t.env).shared_gpu for t in p.trainers)
     env = dict(p.trainers[0].env, DGLCTL_DEVICE="gpu0")
     with pytest.raises(EnvError, match="DGLCTL_DEVICE='gpu0': expected cpu or cuda:N"):
         RuntimeEnv.from_environ(env)

@@ -95,13 +95,25 @@ def test_the_trainers_device_and_its_backend(monkeypatch):
     from runtime.env import RuntimeEnv
 
     assert dg.device("cpu") == torch.device("cpu") and dg.ddp_backend("cpu") == "gloo"
-    assert dg.ddp_backend("cuda:1") == "nccl"
     assert dg.device(torch.device("cuda:3")) == torch.device("cuda:3")
     env = RuntimeEnv(role="trainer", job_id="j", token="t", machine_id=0, ip_config="i",
                      part_config="p", device="cuda:1")
     monkeypatch.setattr(get_context(), "env", env)
-    assert dg.device() == torch.device("cuda:1"), "the launcher's choice"
-    assert dg.device("cuda") == torch.device("cuda:1")
+    if torch.cuda.is_available():
+        assert dg.device() == torch.device("cuda:1"), "the launcher's choice"
+        assert dg.device("cuda") == torch.device("cuda:1")
+    else:
+        with pytest.raises(DistError, match=r"the launcher gave this trainer cuda:1 "
+                                            r"\(gpus_per_host / --num-gpus\), but torch here "
+                                            "sees no CUDA device"):
+            dg.device()
+    assert dg.ddp_backend("cuda:1") == "nccl"
+    import dataclasses
+
+    monkeypatch.setattr(get_context(), "env", dataclasses.replace(env, shared_gpu=True))
+    assert dg.ddp_backend("cuda:1") == "gloo", "NCCL refuses two ranks on one GPU"
+    monkeypatch.setattr(get_context(), "env", dataclasses.replace(env, device="cpu"))
+    assert dg.device() == torch.device("cpu") and dg.ddp_backend() == "gloo"
     monkeypatch.setattr(get_context(), "env", None)  # standalone
     if not torch.cuda.is_available():
         assert dg.device() == torch.device("cpu")
