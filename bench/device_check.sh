@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The figures that need idle cores, in one command for a larger machine (the device machine:
 # 16 cores and a GPU; or any Linux box with this repository): the GPU tests of
-# tests/runtime/test_device.py, the trainer's wait with and without the
+# tests/runtime/test_device.py and the GPU-vs-CPU epoch (bench.gpu_epoch), the trainer's wait with and without the
 # prefetch thread (bench.prefetch_bench), the runtime's figures with 4 clients on 1 vs 2
 # servers per machine (bench.runtime_bench), and each phase of the epoch against its floor
 # (bench.epoch_floor, on prefetch_bench's 1M-node partitions). Each benchmark's output
@@ -58,6 +58,8 @@ print(f"{os.cpu_count()} cores, python {sys.version.split()[0]}, torch {torch.__
 # Issue 24's GPU tests first (they skip, saying why, where torch sees no CUDA device): the
 # loaders' device path on the real CUDA plan, and the recording plan's tests beside it.
 run gpu_tests "$PY" -m pytest -q -p no:cacheprovider tests/runtime/test_device.py
+# The GPU epoch against the CPU epoch, same run (1M nodes, 2 loopback hosts on one GPU).
+run gpu_epoch "$PY" -m bench.gpu_epoch --workdir "$WORK/epoch" --json "${smoke[@]}"
 run prefetch_bench "$PY" -m bench.prefetch_bench --workdir "$WORK/epoch" --repeat 2 --json \
     "${smoke[@]}"
 run runtime_bench "$PY" -m bench.runtime_bench --workdir "$WORK/runtime" --json \

@@ -1,0 +1,26 @@
+"""``python -m bench.gpu_epoch --smoke --json``: issue 24's GPU-vs-CPU epoch runs end to end
+(here the CPU epochs only: no CUDA device; where torch sees one, the GPU epoch and the ratio
+too), so a change that breaks the example's --device path on the CPU side fails the suite.
+Its numbers mean nothing at this size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.bench.smoke import run_smoke
+from tests.conftest import TIMEOUT
+
+pytestmark = pytest.mark.multiprocess
+RUN_TIMEOUT = 30 * TIMEOUT
+
+
+def test_smoke_runs_the_cpu_epoch_and_the_gpu_one_where_there_is_a_gpu():
+    r, log = run_smoke("bench.gpu_epoch", RUN_TIMEOUT)
+    assert r["nodes"] == 20_000 and r["steps"] == 5, log
+    assert r["cpu"]["epoch_s"] > 0 and set(r["cpu"]["split"]) >= {"fetch", "forward"}, log
+    assert r["cuda"] == torch.cuda.is_available()
+    if r["cuda"]:
+        assert r["gpu"]["epoch_s"] > 0 and r["gpu_over_cpu"] > 0, log
+    else:
+        assert "gpu" not in r and "no CUDA device here" in log, log
