@@ -106,6 +106,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
         if s.lease_expired is not None:
             how = "lease expired"  # ended by its wrapper: the launcher had gone
         rows.append({"host": m.hosts[p.host].name, "role": p.role, "rank": p.rank,
+                     "device": p.device,
                      "attempt": p.attempt, "pid": s.pid, "pgid": p.pgid, "state": how,
                      "uptime": s.uptime,
                      "cpu_seconds": s.cpu_seconds, "rss_bytes": s.rss_bytes,
@@ -142,6 +143,8 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
         served = r["server_stats"]
         extra = (f"  {served['requests']:,} requests, {served['bytes_out'] / 1e6:.1f} MB out, "
                  f"{served['clients']} clients" if served else "")
+        if r["device"] != "cpu":
+            extra += f"  on {r['device']}"
         display.result(f"{r['host']:<10} {r['role']:<8} {r['rank']:>4} {r['pid'] or '-':>8} "
                        f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}{extra}")
 

@@ -372,7 +372,7 @@ class Launcher:
         started = client.start(self.job_id, spec.name, spec.cwd, spec.argv, lease=self.lease,
                                grace=self.cluster.timeout)
         rec = ProcRecord(spec.name, spec.host, spec.role, spec.rank, started.pgid, started.log,
-                         spec.port, attempt)
+                         spec.port, attempt, device=spec.env.get("DGLCTL_DEVICE", "cpu"))
         self.manifest.procs.append(rec)
         self.manifest.save()
         # The host keeps its own record (without the token), for whoever logs in there; named

@@ -81,6 +81,7 @@ class ProcRecord:
     # Its host was lost (a spare took the host's place, under the same index): it is no
     # longer reached, stopped or probed; the job's ``lost_hosts`` says where it ran.
     lost: bool = False
+    device: str = "cpu"  # where it trains (a trainer's DGLCTL_DEVICE: cpu or cuda:N)
 
 
 @dataclass

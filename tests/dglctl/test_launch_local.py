@@ -133,6 +133,7 @@ def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
             st = json.loads(out)
             assert st["state"] == "running"
             assert [p["state"] for p in st["processes"]] == ["running"] * 6
+            assert {p["device"] for p in st["processes"]} == {"cpu"}, "no --num-gpus"
             served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
             if all(s and s["requests"] > 0 and s["clients"] >= 4 for s in served):
                 break
