@@ -87,6 +87,8 @@ class ClusterConfig:
     # Whether trainers_per_host was given (YAML or --num-trainers); if not, it follows
     # gpus_per_host: one trainer per GPU.
     trainers_given: bool = True
+    # GB each trainer may keep of copies of other machines' feature rows (0: none).
+    feature_cache_gb: float = 0.0
     port_base: int = DEFAULT_PORT_BASE
     timeout: float = DEFAULT_TIMEOUT
     # Encrypt every connection to the job's servers (CURVE keys from the job token).
@@ -134,6 +136,9 @@ class ClusterConfig:
                 raise ConfigError(f"{flag} must be at least 1, got {values[key]}")
         if values.get("gpus_per_host", 0) < 0:
             raise ConfigError(f"--num-gpus must be >= 0, got {values['gpus_per_host']}")
+        if values.get("feature_cache_gb", 0) < 0:
+            raise ConfigError(f"--feature-cache-gb must be >= 0, got "
+                              f"{values['feature_cache_gb']}")
         if "trainers_per_host" in values:
             values["trainers_given"] = True
         elif "gpus_per_host" in values and not self.trainers_given:
@@ -147,7 +152,7 @@ class ClusterConfig:
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
         "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt",
-        "max_restarts", "spares", "gpus_per_host"}
+        "max_restarts", "spares", "gpus_per_host", "feature_cache_gb"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
 
@@ -422,6 +427,8 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
                                  data.get("trainers_per_host", max(1, gpus)), int, minimum=1),
         gpus_per_host=gpus,
         trainers_given="trainers_per_host" in data,
+        feature_cache_gb=_typed(path, "feature_cache_gb", data.get("feature_cache_gb", 0.0),
+                                float, minimum=0),
         samplers_per_trainer=_typed(path, "samplers_per_trainer",
                                     data.get("samplers_per_trainer", 0), int, minimum=0),
         port_base=_typed(path, "port_base", data.get("port_base", DEFAULT_PORT_BASE), int,

@@ -74,9 +74,14 @@ class BatchReads:
         self._lock = threading.Lock()
 
     def learn(self, tensor: Any, slot: Slot) -> None:
-        """The step read ``tensor`` with the batch's ``slot`` ids: pull it ahead from now on."""
+        """The step read ``tensor`` with the batch's ``slot`` ids: pull it ahead from now on
+        (and keep copies of its most-read rows of other machines, with a
+        ``feature_cache_gb`` budget: ``runtime.feature_cache``)."""
         with self._lock:
+            new = (tensor.kvstore_key, slot) not in self._learnt
             self._learnt.setdefault((tensor.kvstore_key, slot), tensor)
+        if new:
+            tensor.store.want_cache(tensor.kvstore_key)
 
     def pull_ahead(self, batch: Any) -> dict[tuple[str, Slot], np.ndarray]:
         """Pull every learnt read of ``batch`` (on the loader's thread): ``{(key, slot):

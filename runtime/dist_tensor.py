@@ -22,6 +22,7 @@ from partitioner.graph import etype_key
 from . import batch_reads
 from .context import get_context
 from .errors import DistError
+from .feature_cache import CacheStats
 from .tensor_store import TensorMeta, TensorStore
 from .view import PartitionPolicy, _as_ids, policy_key
 
@@ -190,6 +191,11 @@ class DistTensor:
         ids = _as_ids(ids, self.shape[0])
         data = torch.as_tensor(value).numpy().astype(self._np_dtype, copy=False)
         self._store.push(self._key, self._policy, ids, data, "add")
+
+    def cache_stats(self) -> CacheStats | None:
+        """How many of the other machines' rows this process asked for and found in the
+        copies it keeps (``feature_cache_gb``; None: it keeps none of this tensor)."""
+        return self._store.cache_stats(self._key)
 
     def count_nonzero(self) -> int:
         """Number of non-zero values in the whole tensor (every machine counts its rows)."""

@@ -163,6 +163,20 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0))
 
 
+def feature_cache_bytes() -> int:
+    """The bytes a trainer may keep of copies of other machines' feature rows
+    (``DGLCTL_FEATURE_CACHE_GB``, from the cluster's ``feature_cache_gb``; default 0: none)."""
+    key = PREFIX + "FEATURE_CACHE_GB"
+    raw = os.environ.get(key, "0")
+    try:
+        gb = float(raw)
+    except ValueError:
+        raise EnvError(f"{key}={raw!r} is not a number of GB") from None
+    if gb < 0:
+        raise EnvError(f"{key}={raw!r}: must be >= 0")
+    return int(gb * 1e9)
+
+
 def loader_prefetch() -> bool:
     """Whether loaders make batches ahead on a prefetch thread by default: ``DGLCTL_PREFETCH``
     (default on; ``0`` turns it off without changing the script)."""

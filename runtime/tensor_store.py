@@ -22,9 +22,10 @@ import torch
 
 from partitioner.partition_book import RangeMap, RangePartitionBook
 
-from .env import RuntimeEnv
+from .env import RuntimeEnv, feature_cache_bytes
 from .errors import DistError
-from .routing import Router, split_by_owner, split_remote
+from .feature_cache import CacheStats, RemoteRows
+from .routing import Router, Share, split_by_owner, split_remote
 from .rpc import messages as msg
 from .rpc.client import Request
 from .sampling import kernels
@@ -51,6 +52,13 @@ class TensorMeta:
 @dataclass(frozen=True)
 class _Machine:
     """A request that concerns a whole machine (see ``routing.route``)."""
+
+    machine: int
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """A machine's write count of a tensor, asked alongside a pull (see ``_from_cache``)."""
 
     machine: int
 
@@ -107,6 +115,8 @@ class TensorStore:
         self._lives: weakref.WeakValueDictionary[str, Life] = weakref.WeakValueDictionary()
         self._unfreed: list[str] = []
         self._written: set[str] = set()  # tensors this process wrote (never pulled ahead)
+        self._caches: dict[str, RemoteRows] = {}  # copies of other machines' rows
+        self._cache_budget = feature_cache_bytes() if env is not None else 0
         router.when_idle(self.flush_frees)
 
     @property
@@ -186,6 +196,7 @@ class TensorStore:
         if self._metas.pop(key, None) is None:
             return
         self.local.tensors.pop(key, None)
+        self._caches.pop(key, None)
         if not self.standalone:
             self._unfreed.append(key)
             # Never inside another request's wait (a gc run there), nor on a loader's
@@ -210,7 +221,9 @@ class TensorStore:
     # --- rows ----------------------------------------------------------------------------
     def pull(self, key: str, policy: str, ids: np.ndarray, row_shape: tuple[int, ...],
              dtype: np.dtype) -> np.ndarray:
-        """Rows ``ids`` (per-type ids) of tensor ``key``: local ones from shared memory."""
+        """Rows ``ids`` (per-type ids) of tensor ``key``: local ones from shared memory,
+        other machines' from the copies kept of them (``runtime.feature_cache``) or their
+        servers."""
         ids = np.asarray(ids, dtype=np.int64)
         rmap, type_name = self.rmap(policy)
         me = self.router.machine_id
@@ -219,16 +232,117 @@ class TensorStore:
         if not remote:  # all local
             return kernels.gather_rows(self.local.tensor(key), ids - start)
         out = np.empty((len(ids), *row_shape), dtype)
+        cache = self._caches.get(key)
+        hits: dict[int, tuple[np.ndarray, int]] = {}
+        if cache is not None:
+            remote, hits = self._from_cache(cache, key, remote, out, policy, row_shape, dtype)
+        counts: dict[int, int] = {}
+
+        def place(item: Any, reply: Any) -> None:
+            if isinstance(item, _Counts):
+                counts[item.machine] = int(reply.counts[0])
+
         # (Splitting a big pull into requests spread over servers was measured: no faster.
         # The server streams its reply in pieces instead, copied here as they arrive.)
-        # This machine's rows are copied in place while the replies are in flight.
+        # This machine's rows are copied in place while the replies are in flight; the
+        # write counts of the machines whose rows came from copies are asked alongside.
         mine = [_Machine(me)] if n_mine else []
         self.router.route(
-            [*remote, *mine], lambda s: msg.Pull(key, PULL_PIECE_BYTES, s.local),
+            [*remote, *mine, *(_Counts(m) for m in hits)],
+            lambda s: (msg.WriteCountsQuery([key]) if isinstance(s, _Counts)
+                       else msg.Pull(key, PULL_PIECE_BYTES, s.local)),
             lambda _: kernels.copy_rows_in_range(self._local_rows(key, rmap, type_name), out,
                                                  ids, start),
-            sink=lambda s: _scatter_into(out, s.sel))
+            place, sink=lambda s: None if isinstance(s, _Counts) else _scatter_into(out, s.sel))
+        if cache is not None and hits:
+            self._check_copies(cache, key, policy, ids, out, hits, counts, row_shape, dtype)
         return out
+
+    # --- copies of other machines' rows (runtime.feature_cache) ---------------------------
+    def want_cache(self, key: str) -> None:
+        """Keep copies of other machines' rows of tensor ``key`` from now on, within this
+        process's ``feature_cache_gb`` budget (a no-op without one, standalone, or once the
+        budget is taken)."""
+        meta = self._metas.get(key)
+        if (key in self._caches or meta is None or self.standalone
+                or self._cache_budget <= 0 or self.book.num_partitions() < 2):
+            return
+        row_bytes = max(1, int(np.prod(meta.row_shape, dtype=np.int64)) * meta.dtype.itemsize)
+        capacity = self._cache_budget // row_bytes
+        if capacity < 1:
+            return
+        self._cache_budget -= capacity * row_bytes
+        self._caches[key] = RemoteRows(int(capacity))
+        log.info("keeping copies of up to %d rows of %r (%.1f MB)", capacity, key,
+                 capacity * row_bytes / 1e6)
+
+    def cache_stats(self, key: str) -> CacheStats | None:
+        """Lookups and hits of the copies kept of tensor ``key`` (None: no copies)."""
+        cache = self._caches.get(key)
+        return None if cache is None else cache.stats
+
+    def _from_cache(self, cache: RemoteRows, key: str, remote: list[Share], out: np.ndarray,
+                    policy: str, row_shape: tuple[int, ...], dtype: np.dtype
+                    ) -> tuple[list[Share], dict[int, tuple[np.ndarray, int]]]:
+        """Copy the kept rows of ``remote`` into ``out``: the shares still to pull, and for
+        each machine that gave copies, their positions in ``out`` and the write count they
+        were pulled at. Chooses and pulls the rows to keep once the warm-up pulls are seen."""
+        with cache.lock:
+            ready = cache.watch([(s.machine, s.local) for s in remote])
+            cache.stats.lookups += sum(len(s.local) for s in remote)
+            kept = {m: (cache.ids[m], cache.rows[m], cache.count_at[m]) for m in cache.ids}
+        if ready:
+            self._fill(cache, key, policy, row_shape, dtype)
+        left: list[Share] = []
+        hits: dict[int, tuple[np.ndarray, int]] = {}
+        for s in remote:
+            copy = kept.get(s.machine)
+            if copy is None:
+                left.append(s)
+                continue
+            found, slots = RemoteRows.find(copy[0], s.local)
+            positions = np.arange(len(out))[s.sel]
+            if found.any():
+                kernels.copy_rows(copy[1], out, src_ids=slots, dst_ids=positions[found])
+                hits[s.machine] = (positions[found], copy[2])
+            if not found.all():
+                left.append(Share(s.machine, positions[~found], s.local[~found]))
+        with cache.lock:
+            cache.stats.hits += sum(len(p) for p, _ in hits.values())
+        return left, hits
+
+    def _check_copies(self, cache: RemoteRows, key: str, policy: str, ids: np.ndarray,
+                      out: np.ndarray, hits: dict[int, tuple[np.ndarray, int]],
+                      counts: dict[int, int], row_shape: tuple[int, ...],
+                      dtype: np.dtype) -> None:
+        """Pull again the rows taken from copies of a machine written since they were pulled
+        (and forget those copies)."""
+        for m, (positions, count_at) in hits.items():
+            if counts.get(m) == count_at:
+                continue
+            with cache.lock:
+                if cache.count_at.get(m) == count_at:
+                    cache.drop(m)
+                cache.stats.hits -= len(positions)
+            log.info("rows of %r on machine %d were written: their copies are dropped", key, m)
+            out[positions] = self.pull(key, policy, ids[positions], row_shape, dtype)
+
+    def _fill(self, cache: RemoteRows, key: str, policy: str, row_shape: tuple[int, ...],
+              dtype: np.dtype) -> None:
+        """Pull the rows ``cache`` chose, each machine's after reading its write count."""
+        pool = self.router.pool
+        if pool is None:
+            return
+        rmap, type_name = self.rmap(policy)
+        t = rmap.type_index(type_name)
+        for m, local in cache.choose().items():
+            count = int(self.router.call_many([Request(m, pool.pick(m), msg.WriteCountsQuery(
+                [key]))])[0].counts[0])
+            if count < 0:  # the machine counts no writes: its rows are never copied
+                continue
+            rows = self.pull(key, policy, local + rmap.typed_start[m, t], row_shape, dtype)
+            with cache.lock:
+                cache.keep(m, local, rows, count)
 
     def _local_rows(self, key: str, rmap: RangeMap, type_name: str) -> np.ndarray:
         """This machine's rows of tensor ``key``, as many as the partition book says it owns

@@ -56,7 +56,7 @@ LAYERS = (
                      "runtime.structure", "runtime.tensor_store",
                      "runtime.dist_tensor", "runtime.embedding", "runtime.optim", "runtime.split",
                      "runtime.checkpoint", "runtime.sampling.neighbor", "runtime.batch_reads",
-                     "runtime.trainer_device")),
+                     "runtime.trainer_device", "runtime.feature_cache")),
     Group("nn", 3, ("runtime.nn.*",), only=("nn", "block")),
     Group("loader", 4, ("runtime.loader.*",)),
     # The public facade names its exports as strings (loaded on first use): no runtime import.

@@ -106,6 +106,11 @@ def _check_dgl_spelling(arg: str) -> None:
                    "(DGLCTL_DEVICE; runtime.device()), preflight checks each host has N, "
                    "and trainers per host default to N. [default: the cluster YAML's "
                    "gpus_per_host, else 0: CPU trainers]")
+@click.option("--feature-cache-gb", type=float, default=None, metavar="GB",
+              help="Each trainer keeps copies of the other machines' feature rows its batches "
+                   "read most, up to GB (checked against every write of them); the epoch "
+                   "line of the examples gives the hit rate. [default: the cluster YAML's "
+                   "feature_cache_gb, else 0: none]")
 @click.option("--port-base", type=int, default=None, help="First server port on each host.")
 @click.option("--max-restarts", type=int, default=None, metavar="N",
               help="Start the trainers again, up to N times, when one fails (non-zero exit, "
@@ -124,8 +129,8 @@ def _check_dgl_spelling(arg: str) -> None:
 def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: Path | None,
            cluster_path: Path | None,
            part_config: Path, num_servers: int | None, num_trainers: int | None,
-           num_samplers: int | None, num_gpus: int | None, port_base: int | None,
-           max_restarts: int | None,
+           num_samplers: int | None, num_gpus: int | None, feature_cache_gb: float | None,
+           port_base: int | None, max_restarts: int | None,
            ip_config: Path | None,
            detach: bool, dry_run: bool, json_mode: bool) -> None:
     """Run SCRIPT on every host of the cluster: servers, trainers, samplers, supervised.
@@ -165,7 +170,7 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     cluster = cluster.with_overrides(
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, gpus_per_host=num_gpus, port_base=port_base,
-        max_restarts=max_restarts)
+        max_restarts=max_restarts, feature_cache_gb=feature_cache_gb)
     opts = LaunchOptions(script=script, script_args=tuple(script_args), part_config=part_config,
                          detach=detach, port_base_explicit=port_base is not None,
                          module=module, workdir=workdir)

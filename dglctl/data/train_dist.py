@@ -71,6 +71,18 @@ def evaluate(g, model, nids, sampler, batch_size, device):
     return (correct[0] / correct[1].clamp(min=1)).item()
 
 
+def cache_line(feat, seen):
+    """``, feature cache hits P% of N remote rows`` for the epoch (the copies of other
+    machines' rows this trainer keeps with feature_cache_gb), or "" without a cache;
+    ``seen`` holds the counts before the epoch and is moved on."""
+    stats = feat.cache_stats()
+    if stats is None:
+        return ""
+    lookups, hits = stats.lookups - seen[0], stats.hits - seen[1]
+    seen[:] = [stats.lookups, stats.hits]
+    return f", feature cache hits {hits / max(1, lookups):.1%} of {lookups} remote rows"
+
+
 def model_checksum(model):
     """sha256 (hex) of ``model``'s state_dict tensors, in key order: equal bits, equal sum."""
     digest = hashlib.sha256()
@@ -143,6 +155,7 @@ def main(args):
         print(f"training from step {global_step}", flush=True)  # bench/restart_bench.py times it
 
     # training loop
+    seen = [0, 0]  # the feature cache's lookups and hits before the epoch
     for epoch in range(resume_at["epoch"], args.num_epochs):
         # The resumed epoch's batches are numbered from where it resumes, as in the
         # uninterrupted run (``--max-steps`` counts them).
@@ -188,12 +201,13 @@ def main(args):
                               f"{time.perf_counter() - t_save:.3f}s", flush=True)
                 tick = time.perf_counter()
         epoch_time = time.perf_counter() - t0
+        cache = cache_line(g.ndata["feat"], seen)  # before evaluating: the epoch's own reads
         val_acc = (float("nan") if args.no_eval
                    else evaluate(g, model.module, val_nid, sampler, args.batch_size, device))
         if rank == 0:
             split = ", ".join(f"{k} {v:.2f}s" for k, v in times.items())
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val_acc:.4f}, "
-                  f"time {epoch_time:.2f}s ({split})", flush=True)
+                  f"time {epoch_time:.2f}s ({split}){cache}", flush=True)
     if not args.no_eval:
         test_acc = evaluate(g, model.module, test_nid, sampler, args.batch_size, device)
         if rank == 0:

@@ -397,6 +397,8 @@ def plan_job(cluster: ClusterConfig, opts: LaunchOptions, *, part_config: PartCo
                 env["OMP_NUM_THREADS"] = str(threads)
             if no_idle_core and "DGLCTL_PREFETCH" not in cluster.env:
                 env["DGLCTL_PREFETCH"] = "0"
+            if cluster.feature_cache_gb and "DGLCTL_FEATURE_CACHE_GB" not in cluster.env:
+                env["DGLCTL_FEATURE_CACHE_GB"] = f"{cluster.feature_cache_gb:g}"
             ifname = (ifnames or [None] * len(plans))[hp.index]
             for var in SOCKET_IFNAME_VARS:
                 if ifname is not None and var not in cluster.env:

@@ -333,6 +333,21 @@ class SparseStep(Message):
     grads: np.ndarray = array()
 
 
+@message("write_counts")
+class WriteCountsQuery(Message):
+    """How many times the machine's rows of each of tensors ``names`` have been written
+    (``runtime.store.write_counts``)."""
+
+    names: list[str]
+
+
+@message("write_counts_reply")
+class WriteCountsReply(Message):
+    """The counts of a ``WriteCountsQuery``, in its order (-1: the machine keeps none)."""
+
+    counts: list[int]
+
+
 @message("count_nonzero")
 class CountNonzero(Message):
     """How many values of a machine's rows of tensor ``name`` are not zero."""

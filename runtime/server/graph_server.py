@@ -107,6 +107,9 @@ class GraphServer:
             msg.SparseStep: self._sparse_step,
             msg.CountNonzero: lambda ident, m: msg.CountNonzeroReply(
                 int(np.count_nonzero(self.local.tensor(m.name)))),
+            msg.WriteCountsQuery: lambda ident, m: msg.WriteCountsReply(
+                self.local.writes.read(m.names) if self.local.writes is not None
+                else [-1] * len(m.names)),
             msg.Barrier: self._barrier,
             msg.Stats: self._stats,
             msg.Shutdown: self._shutdown,
@@ -118,9 +121,11 @@ class GraphServer:
         if self.is_main:
             self.arena.cleanup()  # leftovers of a crashed run of the same job id
             manifest = load_into_shm(self.arena, self.config, self.env.machine_id)
+            self.local.attach_write_counts(self.arena, create=True)
             self.arena.publish(manifest)
         else:
             manifest = self.arena.wait_manifest(self.env.timeout * 3)
+            self.local.attach_write_counts(self.arena)
         for name, meta in manifest["tensors"].items():
             self.local.tensor(name)
             self.policies[name] = meta["policy"]

@@ -24,6 +24,9 @@ from ..sampling.draws import sample_on_part
 from .layout import OUT_CSR, graph_tensor, orig_tensor
 from .shm import ShmArena
 from .sparse_update import apply_update
+from .write_counts import NAME as WRITE_COUNTS
+from .write_counts import SLOTS as WRITE_SLOTS
+from .write_counts import WriteCounts
 
 EDGE_DIRS = ("in", "out")
 
@@ -47,6 +50,8 @@ class LocalPartition:
         self._find = find
         self.tensors: dict[str, np.ndarray] = {}
         self.part: Partition | None = None  # standalone: the part's files (from_files)
+        # Shared write counters (from_shm; None standalone: no other process reads copies).
+        self.writes: WriteCounts | None = None
         self._csc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._csr: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -57,7 +62,22 @@ class LocalPartition:
         def find(name: str, writable: bool) -> np.ndarray | None:
             return arena.attach(name, writable=writable) if arena.exists(name) else None
 
-        return cls(config, book, arena.machine_id, find)
+        local = cls(config, book, arena.machine_id, find)
+        local.attach_write_counts(arena)
+        return local
+
+    def attach_write_counts(self, arena: ShmArena, create: bool = False) -> None:
+        """Count this process's writes in the machine's shared write counters (``create``:
+        the main server makes them, zeroed, before it publishes the partition); a no-op
+        while they do not exist yet."""
+        if create:
+            counts = arena.create(WRITE_COUNTS, (WRITE_SLOTS,), np.int64)
+            counts[:] = 0
+        elif arena.exists(WRITE_COUNTS):
+            counts = arena.attach(WRITE_COUNTS, writable=True)
+        else:
+            return
+        self.writes = WriteCounts(counts, arena.path(WRITE_COUNTS))
 
     @classmethod
     def from_files(cls, config: PartConfig, book: RangePartitionBook) -> LocalPartition:
@@ -137,6 +157,8 @@ class LocalPartition:
             arr[ids] = rows
         else:
             raise DistError(f"write mode must be 'set' or 'add', got {mode!r}")
+        if self.writes is not None:
+            self.writes.bump(name)
 
     def degrees(self, etype: str, ids: np.ndarray, edge_dir: str = "in") -> np.ndarray:
         """In-degrees (of owned destinations) or out-degrees (of owned sources) of ``ids``."""
@@ -182,6 +204,8 @@ class LocalPartition:
         """Apply an optimizer step to rows ``ids`` of embedding table ``weight``."""
         apply_update(kind, self.tensor(weight), [self.tensor(n) for n in states], ids, grads,
                      params)
+        if self.writes is not None:
+            self.writes.bump(weight)
 
 
 def _check_dir(edge_dir: str) -> str:

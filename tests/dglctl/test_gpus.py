@@ -49,6 +49,20 @@ def test_trainers_per_host_follow_the_gpus_unless_given():
 
 
 @pytest.mark.unit
+def test_the_feature_cache_budget_reaches_the_trainers():
+    p = plan(cluster(feature_cache_gb=1.5))
+    assert {t.env["DGLCTL_FEATURE_CACHE_GB"] for t in p.trainers} == {"1.5"}
+    assert all("DGLCTL_FEATURE_CACHE_GB" not in s.env for s in p.servers)
+    assert all("DGLCTL_FEATURE_CACHE_GB" not in t.env for t in plan().trainers)
+    c = cluster().with_overrides(feature_cache_gb=0.25)  # --feature-cache-gb 0.25
+    assert c.feature_cache_gb == 0.25
+    with pytest.raises(ConfigError, match="--feature-cache-gb must be >= 0"):
+        c.with_overrides(feature_cache_gb=-1.0)
+    with pytest.raises(ConfigError, match="feature_cache_gb"):
+        cluster(feature_cache_gb="lots")
+
+
+@pytest.mark.unit
 def test_each_trainer_is_given_its_device():
     p = plan(cluster(gpus_per_host=2))  # 3 trainers per host on 2 GPUs: round robin
     devices = [RuntimeEnv.from_environ(t.env).device for t in p.trainers]

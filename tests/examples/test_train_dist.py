@@ -44,7 +44,9 @@ def test_standalone(graph, tmp_path):
     assert _accuracy(proc.stdout) > 0.6  # 8 classes: chance is 0.125
 
 
-def test_two_machines(graph, tmp_path):
+def _two_machines(graph, tmp_path, env_extra=None, args=ARGS, after=None) -> list[str]:
+    """The example on two machines (one server, one trainer each): each trainer's output;
+    ``after(cluster)`` runs once the trainers have ended, before the servers are stopped."""
     partition_graph(graph, "g", 2, tmp_path / "p2")
     ips = ["127.0.0.1", "127.0.0.2"]
     base = free_port_range(ips, 1)
@@ -58,25 +60,50 @@ def test_two_machines(graph, tmp_path):
         for rank in range(2):
             env = cluster.env("trainer", rank)
             env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0",
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master))
-            trainers.append(subprocess.Popen([sys.executable, "examples/train_dist.py", *ARGS],
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master), **(env_extra or {}))
+            trainers.append(subprocess.Popen([sys.executable, "examples/train_dist.py", *args],
                                              cwd=REPO, env=env, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=18 * TIMEOUT) for p in trainers]
         for p, (_, err) in zip(trainers, outs, strict=True):
             assert p.returncode == 0, err
-        assert _accuracy(outs[0][0]) > 0.6
-        assert "test accuracy" not in outs[1][0], "only rank 0 prints"
-        for p in cluster.procs:
-            # Servers leave once both trainers have gone and their idle grace is over.
-            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)
-        assert job_files(cluster.job_id) == []
+        if after is not None:
+            after(cluster)
+        return [out for out, _ in outs]
     finally:
         for p in trainers:
             if p.poll() is None:
                 p.kill()
         cluster.stop()
-    assert all(p.returncode is not None for p in cluster.procs)
+
+
+def test_the_feature_cache_changes_no_loss(graph, tmp_path):
+    """Copies of remote feature rows (feature_cache_gb) give the same run, bit for bit, and
+    the epoch line says how many of the remote rows came from them."""
+    args = [*ARGS, "--num-epochs", "4", "--no-eval"]  # ~8 steps each: warm-up in 2
+    plain = _two_machines(graph, tmp_path / "plain", args=args)[0]
+    cached = _two_machines(graph, tmp_path / "cached", {"DGLCTL_FEATURE_CACHE_GB": "0.00002",
+                                                        "DGLCTL_PREFETCH": "1"}, args=args)[0]
+    checksum = re.compile(r"model checksum (\w+)")
+    assert checksum.search(plain).group(1) == checksum.search(cached).group(1), (plain, cached)
+    losses = re.compile(r"loss ([0-9.]+)")
+    assert losses.findall(plain) == losses.findall(cached)
+    hits = re.findall(r"feature cache hits ([0-9.]+)% of (\d+) remote rows", cached)
+    assert len(hits) == 4 and float(hits[-1][0]) > 0 and int(hits[-1][1]) > 0, cached
+    assert "feature cache" not in plain
+
+
+def test_two_machines(graph, tmp_path):
+    def servers_leave(cluster):
+        for p in cluster.procs:
+            # Servers leave once both trainers have gone and their idle grace is over.
+            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)
+        assert job_files(cluster.job_id) == []
+        assert all(p.returncode is not None for p in cluster.procs)
+
+    outs = _two_machines(graph, tmp_path, after=servers_leave)
+    assert _accuracy(outs[0]) > 0.6
+    assert "test accuracy" not in outs[1], "only rank 0 prints"
 
 
 def test_link_prediction_auc_rises(tmp_path):

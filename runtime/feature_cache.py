@@ -1,0 +1,108 @@
+"""Copies of other machines' rows of a tensor, kept by a trainer: the rows its reads asked
+for most, up to a memory budget (``feature_cache_gb``).
+
+A cache starts empty and watches the first ``WARMUP_PULLS`` pulls of its tensor; it then
+keeps the most-asked other machines' rows that fit the budget (pulled once, in host memory).
+From then on a pull takes the kept rows from the copy and asks the owners only for the rest.
+
+Correctness first: every machine counts the writes of its rows of each tensor
+(``runtime.store.write_counts``). A copy remembers the owner's count read *before* its rows
+were pulled; each pull that uses copied rows of a machine asks that machine's count in the
+same round of requests, and if a write came since, drops that machine's copies and pulls
+those rows again before the pull returns. So a copied row is never older than the owner's
+rows were when the pull was asked (a write racing with a pull may or may not be seen, as
+without the cache).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+WARMUP_PULLS = 16  # pulls watched before the cache chooses its rows
+
+
+@dataclass
+class CacheStats:
+    """Other machines' rows asked for (``lookups``) and found in the copy (``hits``)."""
+
+    lookups: int = 0
+    hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """``hits / lookups`` (0 before any lookup)."""
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+class RemoteRows:
+    """One tensor's copies of other machines' rows.
+
+    Args:
+        capacity: the rows that fit the budget.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.ids: dict[int, np.ndarray] = {}  # machine -> sorted local ids kept
+        self.rows: dict[int, np.ndarray] = {}  # machine -> their rows, in that order
+        self.count_at: dict[int, int] = {}  # machine -> its write count before the pull
+        self.stats = CacheStats()
+        self._seen: list[tuple[int, np.ndarray]] = []
+        self._pulls = 0
+        self.chosen = False
+        # The prefetch thread pulls ahead while the step reads: one of them fills or drops.
+        self.lock = threading.Lock()
+
+    def watch(self, shares: list[tuple[int, np.ndarray]]) -> bool:
+        """Note one pull's ``(machine, local ids)`` of other machines; True once enough
+        pulls were seen to choose the rows to keep (then :meth:`choose`)."""
+        if self.chosen:
+            return False
+        self._seen.extend((m, np.asarray(ids, np.int64)) for m, ids in shares)
+        self._pulls += 1
+        return self._pulls >= WARMUP_PULLS
+
+    def choose(self) -> dict[int, np.ndarray]:
+        """The rows to keep, by machine (sorted local ids): the most asked-for, up to the
+        capacity (ties: lower machine, lower id)."""
+        self.chosen = True
+        seen, self._seen = self._seen, []
+        if not seen or self.capacity < 1:
+            return {}
+        machine = np.concatenate([np.full(len(ids), m, np.int64) for m, ids in seen])
+        local = np.concatenate([ids for _, ids in seen])
+        key = (machine << 40) | local  # (local ids of a machine are below 2**40)
+        uniq, counts = np.unique(key, return_counts=True)
+        keep = uniq[np.argsort(-counts, kind="stable")[:self.capacity]]
+        by_machine = keep >> 40
+        return {int(m): np.sort(keep[by_machine == m] & ((1 << 40) - 1))
+                for m in np.unique(by_machine)}
+
+    def keep(self, machine: int, ids: np.ndarray, rows: np.ndarray, count: int) -> None:
+        """Keep ``rows`` of ``ids`` (sorted local ids) of ``machine``, pulled after its write
+        count was ``count``."""
+        self.ids[machine], self.rows[machine], self.count_at[machine] = ids, rows, count
+
+    def drop(self, machine: int) -> None:
+        """Forget ``machine``'s copies (it was written since they were pulled)."""
+        for d in (self.ids, self.rows, self.count_at):
+            d.pop(machine, None)
+
+    @staticmethod
+    def find(kept: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(found, slots)``: which of ``local`` are among ``kept`` (sorted ids), and where
+        in ``kept`` each found one is."""
+        if not len(kept):
+            return np.zeros(len(local), bool), np.empty(0, np.int64)
+        pos = np.searchsorted(kept, local)
+        pos[pos == len(kept)] = 0
+        found = kept[pos] == local
+        return found, pos[found]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the rows kept."""
+        return sum(r.nbytes for r in self.rows.values())
