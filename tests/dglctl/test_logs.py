@@ -76,8 +76,21 @@ def wait_for(job: str, capsys, text: str, count: int = 4) -> str:
 
 
 def dglctl(*args: str) -> subprocess.Popen:
+    # PYTHONFAULTHANDLER: a hung one dumps every thread's stack on SIGABRT (see stacks_of).
     return subprocess.Popen([sys.executable, "-m", "dglctl", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+
+
+def stacks_of(proc: subprocess.Popen) -> str:
+    """What a process from :func:`dglctl` that does not end was doing: every thread's stack
+    (SIGABRT makes faulthandler print them), with the rest of its stderr."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return "(no stacks: it did not end on SIGABRT either)"
+    return err[-20000:]
 
 
 @pytest.mark.multiprocess
@@ -194,7 +207,10 @@ def test_ctrl_c_ends_following_with_130(parts, home, local_cluster, tmp_path, ca
                 seen += os.read(follow.stdout.fileno(), 1 << 16).decode(errors="replace")
         assert seen.count("early done") == 4, seen
         follow.send_signal(signal.SIGINT)
-        _, err = follow.communicate(timeout=3 * TIMEOUT)
+        try:
+            _, err = follow.communicate(timeout=3 * TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail("logs -f still ran after Ctrl-C; its threads:\n" + stacks_of(follow))
         assert follow.returncode == 130, err
         assert "Traceback" not in err and "interrupted" in err
     finally:
