@@ -12,6 +12,9 @@ same round of requests, and if a write came since, drops that machine's copies a
 those rows again before the pull returns. So a copied row is never older than the owner's
 rows were when the pull was asked (a write racing with a pull may or may not be seen, as
 without the cache).
+
+Every ``REPORT_SECONDS`` at most, a trainer tells its machine's main server its counters
+(``CacheReport``); ``dglctl status`` reads them there with the servers' own.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 WARMUP_PULLS = 16  # pulls watched before the cache chooses its rows
+REPORT_SECONDS = 2.0  # a trainer tells its machine's server its counters at most this often
 
 
 @dataclass
@@ -101,6 +105,11 @@ class RemoteRows:
         pos[pos == len(kept)] = 0
         found = kept[pos] == local
         return found, pos[found]
+
+    def counters(self) -> list[int]:
+        """``[lookups, hits, rows kept]``: what a trainer reports for ``dglctl status``."""
+        with self.lock:
+            return [self.stats.lookups, self.stats.hits, sum(len(i) for i in self.ids.values())]
 
     @property
     def nbytes(self) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ import torch
 
 from partitioner.partition_book import RangeMap, RangePartitionBook
 
-from .env import RuntimeEnv, feature_cache_bytes
+from .env import RuntimeEnv, feature_cache_bytes, torch_rank_world
 from .errors import DistError
-from .feature_cache import CacheStats, RemoteRows
+from .feature_cache import REPORT_SECONDS, CacheStats, RemoteRows
 from .routing import Router, Share, split_by_owner, split_remote
 from .rpc import messages as msg
 from .rpc.client import Request
@@ -117,6 +118,7 @@ class TensorStore:
         self._written: set[str] = set()  # tensors this process wrote (never pulled ahead)
         self._caches: dict[str, RemoteRows] = {}  # copies of other machines' rows
         self._cache_budget = feature_cache_bytes() if env is not None else 0
+        self._reported = -REPORT_SECONDS  # when the caches' counters were last reported
         router.when_idle(self.flush_frees)
 
     @property
@@ -256,6 +258,8 @@ class TensorStore:
             place, sink=lambda s: None if isinstance(s, _Counts) else _scatter_into(out, s.sel))
         if cache is not None and hits:
             self._check_copies(cache, key, policy, ids, out, hits, counts, row_shape, dtype)
+        if cache is not None:
+            self._report_caches()
         return out
 
     # --- copies of other machines' rows (runtime.feature_cache) ---------------------------
@@ -280,6 +284,19 @@ class TensorStore:
         """Lookups and hits of the copies kept of tensor ``key`` (None: no copies)."""
         cache = self._caches.get(key)
         return None if cache is None else cache.stats
+
+    def _report_caches(self) -> None:
+        """At most every ``REPORT_SECONDS``: this trainer's cache counters to its machine's
+        main server, where ``dglctl status`` reads them."""
+        now = time.monotonic()
+        pool = self.router.pool
+        if pool is None or now - self._reported < REPORT_SECONDS:
+            return
+        self._reported = now  # (two threads racing here send two reports: harmless)
+        me = self.router.machine_id
+        report = msg.CacheReport(torch_rank_world()[0],
+                                 {k: c.counters() for k, c in list(self._caches.items())})
+        self.router.call_many([Request(me, 0, report)])
 
     def _from_cache(self, cache: RemoteRows, key: str, remote: list[Share], out: np.ndarray,
                     policy: str, row_shape: tuple[int, ...], dtype: np.dtype

@@ -95,6 +95,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
     state = m.state if m.state not in (JobState.RUNNING, JobState.STARTING) or alive \
         else JobState.STOPPED
     stats = _server_stats(m, states) if alive else {}
+    caches = _trainer_caches(stats)
     rows: list[dict[str, Any]] = []
     for p in m.live_procs():
         s = states.get(p.name, ProcState(p.name, p.pgid, ProcStatus.MISSING))
@@ -110,7 +111,8 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
                      "attempt": p.attempt, "pid": s.pid, "pgid": p.pgid, "state": how,
                      "uptime": s.uptime,
                      "cpu_seconds": s.cpu_seconds, "rss_bytes": s.rss_bytes,
-                     "server_stats": stats.get(p.name)})
+                     "server_stats": stats.get(p.name),
+                     "feature_cache": caches.get(p.rank) if p.role == "trainer" else None})
     supervision, said = _supervision(m, states)
     max_restarts = int((m.cluster_record or {}).get("max_restarts", 0))
     display.json({"job": m.job_id, "state": state, "supervision": supervision,
@@ -145,6 +147,8 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
                  f"{served['clients']} clients" if served else "")
         if r["device"] != "cpu":
             extra += f"  on {r['device']}"
+        if r["feature_cache"]:
+            extra += "  " + _cache_words(r["feature_cache"])
         display.result(f"{r['host']:<10} {r['role']:<8} {r['rank']:>4} {r['pid'] or '-':>8} "
                        f"{r['state']:<14} {_fmt_secs(r['uptime']):>7} {cpu:>7} {mem:>9}{extra}")
 
@@ -178,6 +182,27 @@ def _supervision(m: JobManifest, states: dict[str, ProcState]) -> tuple[dict[str
     when = f"renewed {age:.0f}s ago" if age is not None else "not renewed yet"
     return out, (f"supervised by its launcher ({who}): lease {when}; the processes end by "
                  f"themselves {m.lease_seconds:g}s after the launcher's last renewal")
+
+
+def _trainer_caches(stats: dict[str, dict]) -> dict[int, dict[str, dict[str, int]]]:
+    """Each trainer's feature-cache counters by rank, per tensor (``lookups``, ``hits``,
+    ``rows``), taken out of its machine's server stats (where trainers report them)."""
+    out: dict[int, dict[str, dict[str, int]]] = {}
+    for served in stats.values():
+        for rank, tensors in served.pop("caches", {}).items():
+            out[int(rank)] = {k: dict(zip(("lookups", "hits", "rows"), v, strict=True))
+                              for k, v in tensors.items()}
+    return out
+
+
+def _cache_words(tensors: dict[str, dict[str, int]]) -> str:
+    """A trainer's feature cache in words: the share of other machines' rows its reads found
+    in its copies, and how many rows it keeps."""
+    lookups = sum(c["lookups"] for c in tensors.values())
+    hits = sum(c["hits"] for c in tensors.values())
+    rows = sum(c["rows"] for c in tensors.values())
+    rate = f"{100 * hits / lookups:.0f}%" if lookups else "-"
+    return f"feature cache: {rate} hits of {lookups:,} remote rows ({rows:,} kept)"
 
 
 def _server_stats(manifest: JobManifest, states: dict[str, ProcState]) -> dict[str, dict]:

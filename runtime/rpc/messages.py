@@ -177,7 +177,9 @@ class Stats(Message):
 
 @message("stats_reply")
 class StatsReply(Message):
-    """A server's counters: requests, bytes in and out, errors, uptime, clients, tensors."""
+    """A server's counters: requests, bytes in and out, errors, uptime, clients, tensors;
+    and the feature-cache counters its machine's trainers last reported (``CacheReport``),
+    by trainer rank (a string: a map key on the wire)."""
 
     requests: int
     bytes_in: int
@@ -188,6 +190,16 @@ class StatsReply(Message):
     machine_id: int
     server_id: int
     tensors: list[str]
+    caches: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+
+@message("cache_report")
+class CacheReport(Message):
+    """A trainer's feature-cache counters, for ``dglctl status``: per tensor,
+    ``[lookups, hits, rows kept]`` (``runtime.feature_cache``)."""
+
+    rank: int
+    tensors: dict[str, list[int]]
 
 
 @message("shutdown")

@@ -86,6 +86,7 @@ class GraphServer:
         self.steps: dict[str, list[tuple[bytes, int, msg.SparseStep]]] = {}
         self.authenticated: set[bytes] = set()
         self.stats = {"requests": 0, "bytes_in": 0, "bytes_out": 0, "errors": 0}
+        self.cache_reports: dict[str, dict[str, list[int]]] = {}  # trainer rank -> counters
         self.started = time.time()
         self.running = True
         self.armed = False
@@ -112,6 +113,7 @@ class GraphServer:
                 else [-1] * len(m.names)),
             msg.Barrier: self._barrier,
             msg.Stats: self._stats,
+            msg.CacheReport: self._cache_report,
             msg.Shutdown: self._shutdown,
         }
 
@@ -377,7 +379,11 @@ class GraphServer:
         return msg.StatsReply(
             **self.stats, uptime=time.time() - self.started, clients=len(self.authenticated),
             machine_id=self.env.machine_id, server_id=self.env.server_id,
-            tensors=sorted(self.local.tensors))
+            tensors=sorted(self.local.tensors), caches=dict(self.cache_reports))
+
+    def _cache_report(self, ident: bytes, m: msg.CacheReport) -> msg.Ack:
+        self.cache_reports[str(m.rank)] = m.tensors  # the latest counters replace the last
+        return msg.Ack()
 
     def _shutdown(self, ident: bytes, m: msg.Shutdown) -> msg.Ack:
         self.running = False

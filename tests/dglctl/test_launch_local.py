@@ -29,15 +29,16 @@ def _job_from(text: str) -> str:
     return m.group(1)
 
 
-def _detached_sleepers(parts, local_cluster, capsys, **changes) -> str:
-    """Launch a detached job of 'sleep' trainers on the local cluster with ``changes`` to its
-    YAML; return its id once all 4 trainers sleep (their pulls and loaders went through)."""
+def _detached_sleepers(parts, local_cluster, capsys, mode="sleep", **changes) -> str:
+    """Launch a detached job of ``mode`` ('sleep') trainers on the local cluster with
+    ``changes`` to its YAML; return its id once all 4 trainers sleep (their pulls and loaders
+    went through)."""
     import yaml
 
     data = yaml.safe_load(local_cluster.read_text())
     local_cluster.write_text(yaml.safe_dump({**data, **changes}))
     code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
-                          str(parts[2]), "--detach", "--", "sleep"], capsys)
+                          str(parts[2]), "--detach", "--", mode], capsys)
     assert code == 0, err
     job = _job_from(out)
     deadline = time.monotonic() + 6 * TIMEOUT
@@ -319,6 +320,39 @@ def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsy
     finally:
         assert run(["stop", job], capsys)[0] == 0
     assert leftovers(job) == ([], [])
+
+
+def test_status_shows_each_trainers_feature_cache(parts, home, local_cluster, capsys):
+    """feature_cache_gb: each trainer reports its cache counters to its machine's server, and
+    'dglctl status' shows them on the trainer's row (hits, lookups, rows kept)."""
+    job = _detached_sleepers(parts, local_cluster, capsys, mode="cache-sleep",
+                             feature_cache_gb=0.001)
+    try:
+        st = json.loads(run(["status", job, "--json"], capsys)[1])
+        code, out, err = run(["status", job], capsys)
+    finally:
+        assert run(["stop", job], capsys)[0] == 0
+    assert leftovers(job) == ([], [])
+    assert code == 0, err
+    trainers = [p for p in st["processes"] if p["role"] == "trainer"]
+    assert [p["rank"] for p in trainers] == [0, 1, 2, 3]
+    kept = {}
+    for p in trainers:
+        (counters,) = p["feature_cache"].values()  # one tensor read: feat
+        # Each reads all 400 rows 19 times, those of the other machine through the cache,
+        # which keeps all of them; the last read (after the report interval) and at least the
+        # one before it found every one kept.
+        other = counters["rows"]
+        kept[p["host"]] = other
+        assert counters["lookups"] >= 18 * other, p
+        assert 2 * other <= counters["hits"] < counters["lookups"], p
+    assert kept["m0"] + kept["m1"] == 400 and min(kept.values()) > 0, kept
+    assert all(p["feature_cache"] is None for p in st["processes"] if p["role"] == "server")
+    assert all("caches" not in p["server_stats"] for p in st["processes"]
+               if p["role"] == "server"), "the counters are the trainers', not the servers'"
+    rows = [line for line in out.splitlines() if " trainer " in line]
+    assert len(rows) == 4 and all(re.search(r"feature cache: \d+% hits of [\d,]+ remote rows "
+                                            r"\(\d+ kept\)", line) for line in rows), out
 
 
 def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, local_cluster,

@@ -2,7 +2,8 @@
 ok | fail (exit 3 on rank 1) | sleep (until killed) | crash (traceback on rank 0) |
 fail-once (exit 3 on rank 1 in the first attempt only) | raise-at-batch (rank 1 raises on
 batch 2 of its loader's first epoch, in every attempt) | sleep-once (sleep in the first
-attempt, finish in the next)."""
+attempt, finish in the next) | cache-sleep (read the other machine's rows through a feature
+cache, then sleep)."""
 
 import os
 import sys
@@ -33,7 +34,19 @@ if mode == "fail" and rank == 1:
     sys.exit(3)
 if mode == "crash" and rank == 0:
     raise RuntimeError("deliberate crash in the training script")
-if mode == "sleep" or (mode == "sleep-once" and attempt == 0):
+if mode == "cache-sleep":
+    # What a loader does for its features (BatchReads.learn), then reads with hits: the last
+    # read comes after the report interval, so the counters the server holds include hits.
+    from runtime.feature_cache import REPORT_SECONDS, WARMUP_PULLS
+
+    t = g.ndata["feat"]
+    t.store.want_cache(t.kvstore_key)
+    for _ in range(WARMUP_PULLS + 2):
+        t[np.arange(g.num_nodes())]
+    time.sleep(REPORT_SECONDS)
+    t[np.arange(g.num_nodes())]
+    print(f"rank {rank} cache {t.cache_stats()}", flush=True)
+if mode in ("sleep", "cache-sleep") or (mode == "sleep-once" and attempt == 0):
     # A loader with sampler processes (the cluster's samplers_per_trainer): what a stop must
     # clean up after, the socket folder included, when it kills the trainer.
     loader = runtime.DistDataLoader(np.arange(100), 10, collate_fn=lambda ids: ids)
