@@ -6,8 +6,9 @@ trainers and with trainers on the machine's GPU (``--device cuda``: the loaders 
 batch through pinned memory on a side stream, the model trains on the GPU). Both trainers of
 the emulated hosts share this machine's GPU (the launcher's round robin), so DDP keeps gloo
 (``DGLCTL_SHARED_GPU=1``: NCCL refuses two ranks on one device). Prints each epoch with its
-split (sampling wait, feature fetch, forward, backward, all-reduce) and the GPU/CPU ratio of
-the best of ``--repeat`` each.
+split (sampling wait, feature fetch, forward, backward, all-reduce; for the GPU the loader's
+host time copying batches to it, ``copy``, overlapped on its prefetch thread) and the GPU/CPU
+ratio of the best of ``--repeat`` each.
 
 Without a CUDA device it says so and exits 0 after the CPU epochs (``--smoke``: a check of
 the script on 20k nodes, not a figure). With ``--json`` the JSON alone goes to stdout.

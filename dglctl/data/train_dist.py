@@ -164,6 +164,7 @@ def main(args):
             losses = []
         t0 = time.perf_counter()
         times = {"sample": 0.0, "fetch": 0.0, "forward": 0.0, "backward": 0.0, "allreduce": 0.0}
+        copied = dataloader.copy_time
         tick = time.perf_counter()
         with model.join():
             for step, blocks in enumerate(dataloader, start=first):
@@ -206,6 +207,8 @@ def main(args):
                    else evaluate(g, model.module, val_nid, sampler, args.batch_size, device))
         if rank == 0:
             split = ", ".join(f"{k} {v:.2f}s" for k, v in times.items())
+            if device.type != "cpu":  # the loader's copies: in sample, or on its thread
+                split += f"; copy {dataloader.copy_time - copied:.2f}s to {device}"
             print(f"epoch {epoch}: loss {np.mean(losses):.4f}, val acc {val_acc:.4f}, "
                   f"time {epoch_time:.2f}s ({split}){cache}", flush=True)
     if not args.no_eval:

@@ -68,7 +68,9 @@ class DistDataLoader:
     ``DGLCTL_PREFETCH=0`` in the environment turns the default off (a script unchanged).
     ``prefetch_features`` also pulls, for each batch made ahead, the tensors the step read
     with the last batch's ids (``runtime.batch_reads``). ``wait_time`` is the seconds the
-    trainer waited for batches in the iteration under way (or the last one).
+    trainer waited for batches in the iteration under way (or the last one); ``copy_time``
+    the host seconds spent copying batches to ``device`` since the loader was made (0.0 on
+    the CPU), on the prefetch thread or in the step.
     """
 
     def __init__(
@@ -202,6 +204,11 @@ class DistDataLoader:
             items = self._moved(_make_batch(self.collate_fn, batches, epoch, i)
                                 for i in range(start, len(batches)))
         return self._counted(items, epoch, start)
+
+    @property
+    def copy_time(self) -> float:
+        """Host seconds spent copying batches to ``device`` so far (0.0 without one)."""
+        return 0.0 if self._copier is None else self._copier.seconds
 
     def _moved(self, items: Iterator[Any]) -> Iterator[Any]:
         """``items`` on the loader's device, each copied in the step (no prefetch thread)."""

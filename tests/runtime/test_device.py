@@ -174,6 +174,7 @@ def test_a_loader_yields_its_batches_on_the_device(standalone, prefetch):
         taken += plan.is_made(x)
         seen.append((input_nodes.tolist(), seeds.tolist(), _signature(blocks)))
     assert seen == cpu
+    assert on_device.copy_time > 0 and loader().copy_time == 0.0, "copies are timed"
     copies = {t for w, t, _ in plan.log if w == "copy"}
     waits = {t for w, t, _ in plan.log if w == "wait"}
     assert copies == ({"dglctl-prefetch"} if prefetch else {"MainThread"})
