@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .feature_cache import Place, PulledRows
+
 NID = "_ID"  # runtime.sampling.block.NID (not imported: this module sits below sampling)
 
 # Where a batch keeps an id tensor: ("item", i), ("item", i, ntype), ("src", ntype),
@@ -60,7 +62,8 @@ class _Held:
 
     owner: BatchReads
     slots: dict[int, tuple[Slot, torch.Tensor]]  # id(tensor) -> (slot, tensor: kept alive)
-    ready: dict[tuple[str, Slot], np.ndarray | torch.Tensor] = field(default_factory=dict)
+    ready: dict[tuple[str, Slot], np.ndarray | PulledRows | torch.Tensor] = field(
+        default_factory=dict)
 
 
 _held: _Held | None = None  # the main thread's batch (reads come from the training step)
@@ -69,23 +72,26 @@ _held: _Held | None = None  # the main thread's batch (reads come from the train
 class BatchReads:
     """One loader's learnt reads: which tensor the step reads with which id slot."""
 
-    def __init__(self) -> None:
+    def __init__(self, place: Place | None = None) -> None:
         self._learnt: dict[tuple[str, Slot], Any] = {}  # (key, slot) -> a DistTensor
         self._lock = threading.Lock()
+        self._place = place  # where the loader's batches go: the copies go there too
 
     def learn(self, tensor: Any, slot: Slot) -> None:
         """The step read ``tensor`` with the batch's ``slot`` ids: pull it ahead from now on
         (and keep copies of its most-read rows of other machines, with a
-        ``feature_cache_gb`` budget: ``runtime.feature_cache``)."""
+        ``feature_cache_gb`` budget: ``runtime.feature_cache``; on the loader's device with
+        ``place``)."""
         with self._lock:
             new = (tensor.kvstore_key, slot) not in self._learnt
             self._learnt.setdefault((tensor.kvstore_key, slot), tensor)
         if new:
-            tensor.store.want_cache(tensor.kvstore_key)
+            tensor.store.want_cache(tensor.kvstore_key, self._place)
 
-    def pull_ahead(self, batch: Any) -> dict[tuple[str, Slot], np.ndarray]:
+    def pull_ahead(self, batch: Any) -> dict[tuple[str, Slot], np.ndarray | PulledRows]:
         """Pull every learnt read of ``batch`` (on the loader's thread): ``{(key, slot):
-        rows}``."""
+        rows}`` (``PulledRows`` where some were found in copies kept on the device: the
+        loader's copier puts them in)."""
         with self._lock:
             learnt = list(self._learnt.items())
         if not learnt:
@@ -95,11 +101,13 @@ class BatchReads:
         for (key, slot), tensor in learnt:
             ids = slots.get(slot)
             if ids is not None and not tensor.store.written(key):
-                out[(key, slot)] = tensor.read_rows(ids)
+                got = tensor.read_parts(ids)
+                out[(key, slot)] = got if got.hits.parts else got.host
         return out
 
     def hand_over(self, batch: Any,
-                  ready: dict[tuple[str, Slot], np.ndarray | torch.Tensor]) -> None:
+                  ready: dict[tuple[str, Slot], np.ndarray | PulledRows | torch.Tensor]
+                  ) -> None:
         """The trainer now holds ``batch`` (with the rows pulled ahead for it: arrays, or
         tensors on the batch's device)."""
         global _held
@@ -128,4 +136,6 @@ def take(tensor: Any, ids: Any) -> torch.Tensor | None:
     ready = held.ready.pop((key, found[0]), None)
     if ready is None or isinstance(ready, torch.Tensor):  # (on the batch's device)
         return ready
+    if isinstance(ready, PulledRows):  # (a loader without a copier: never made so)
+        return torch.from_numpy(ready.hits.to_host(ready.host))
     return torch.from_numpy(ready)

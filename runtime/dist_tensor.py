@@ -22,7 +22,7 @@ from partitioner.graph import etype_key
 from . import batch_reads
 from .context import get_context
 from .errors import DistError
-from .feature_cache import CacheStats
+from .feature_cache import CacheStats, PulledRows
 from .tensor_store import TensorMeta, TensorStore
 from .view import PartitionPolicy, _as_ids, policy_key
 
@@ -171,14 +171,23 @@ class DistTensor:
         if ahead is not None:
             return ahead
         if isinstance(ids, torch.Tensor) and ids.device.type != "cpu":
-            # A batch on a GPU: its rows come back beside its ids (DGL gives CPU rows).
-            return torch.from_numpy(self.read_rows(ids.cpu())).to(ids.device)
+            # A batch on a GPU: its rows come back beside its ids (DGL gives CPU rows), the
+            # ones found in copies kept there put in on the device.
+            got = self.read_parts(ids.cpu())
+            return got.hits.place(torch.from_numpy(got.host).to(ids.device))
         return torch.from_numpy(self.read_rows(ids))
 
     def read_rows(self, ids: Any) -> np.ndarray:
         """Rows ``ids`` pulled now (``t[ids]`` may take rows a loader pulled ahead)."""
         ids = _as_ids(ids, self.shape[0])
         return self._store.pull(self._key, self._policy, ids, self._row_shape, self._np_dtype)
+
+    def read_parts(self, ids: Any) -> PulledRows:
+        """Rows ``ids`` pulled now, but those found in copies kept on the trainer's device
+        (``runtime.feature_cache``): put in by ``hits.place`` once the rows are there."""
+        ids = _as_ids(ids, self.shape[0])
+        return self._store.pull_parts(self._key, self._policy, ids, self._row_shape,
+                                      self._np_dtype)
 
     def __setitem__(self, ids, value) -> None:
         ids = _as_ids(ids, self.shape[0])

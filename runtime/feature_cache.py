@@ -2,7 +2,8 @@
 for most, up to a memory budget (``feature_cache_gb``).
 
 A cache starts empty and watches the first ``WARMUP_PULLS`` pulls of its tensor; it then
-keeps the most-asked other machines' rows that fit the budget (pulled once, in host memory).
+keeps the most-asked other machines' rows that fit the budget (pulled once, in host memory,
+or on the trainer's GPU: below).
 From then on a pull takes the kept rows from the copy and asks the owners only for the rest.
 
 Correctness first: every machine counts the writes of its rows of each tensor
@@ -13,6 +14,11 @@ those rows again before the pull returns. So a copied row is never older than th
 rows were when the pull was asked (a write racing with a pull may or may not be seen, as
 without the cache).
 
+A trainer whose loader copies batches to a GPU keeps its copies there (``place``): a pull
+then leaves the rows found in them out of its host rows (``PulledRows``), and they are put
+into the batch's tensor on the device, after its copy, from the device copies
+(``DeviceHits.place``): the hits never cross the bus again.
+
 Every ``REPORT_SECONDS`` at most, a trainer tells its machine's main server its counters
 (``CacheReport``); ``dglctl status`` reads them there with the servers' own.
 """
@@ -20,12 +26,17 @@ Every ``REPORT_SECONDS`` at most, a trainer tells its machine's main server its 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 WARMUP_PULLS = 16  # pulls watched before the cache chooses its rows
 REPORT_SECONDS = 2.0  # a trainer tells its machine's server its counters at most this often
+
+# Host rows -> the same rows on the trainer's device, whole when it returns.
+Place = Callable[[np.ndarray], torch.Tensor]
 
 
 @dataclass
@@ -41,17 +52,53 @@ class CacheStats:
         return self.hits / self.lookups if self.lookups else 0.0
 
 
+@dataclass
+class DeviceHits:
+    """Rows of a pull found in copies kept on the device, to be put into the pull's rows once
+    those are there: ``(positions in the pull, slots in the copy, the copy)`` each."""
+
+    parts: list[tuple[np.ndarray, np.ndarray, torch.Tensor]] = field(default_factory=list)
+
+    def place(self, t: torch.Tensor) -> torch.Tensor:
+        """Put the hits into ``t`` (the pull's rows, on the copies' device), on the current
+        stream; ``t`` itself."""
+        for positions, slots, rows in self.parts:
+            if rows.is_cuda:  # the allocator keeps a dropped copy until this stream is past it
+                rows.record_stream(torch.cuda.current_stream(rows.device))
+            t[torch.from_numpy(positions).to(t.device)] = rows.index_select(
+                0, torch.from_numpy(slots).to(rows.device))
+        return t
+
+    def to_host(self, out: np.ndarray) -> np.ndarray:
+        """Put the hits into ``out`` (the pull's rows on the host); ``out`` itself."""
+        for positions, slots, rows in self.parts:
+            out[positions] = rows.index_select(0, torch.from_numpy(slots).to(rows.device)
+                                               ).cpu().numpy()
+        return out
+
+
+@dataclass
+class PulledRows:
+    """A pull's rows on the host, but for those found in copies kept on the device."""
+
+    host: np.ndarray
+    hits: DeviceHits = field(default_factory=DeviceHits)
+
+
 class RemoteRows:
     """One tensor's copies of other machines' rows.
 
     Args:
         capacity: the rows that fit the budget.
+        place: keeps the copies on the trainer's device (None: in host memory).
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, place: Place | None = None) -> None:
         self.capacity = capacity
+        self.place = place
         self.ids: dict[int, np.ndarray] = {}  # machine -> sorted local ids kept
-        self.rows: dict[int, np.ndarray] = {}  # machine -> their rows, in that order
+        # machine -> their rows, in that order (on the device, with ``place``)
+        self.rows: dict[int, np.ndarray | torch.Tensor] = {}
         self.count_at: dict[int, int] = {}  # machine -> its write count before the pull
         self.stats = CacheStats()
         self._seen: list[tuple[int, np.ndarray]] = []
@@ -88,7 +135,8 @@ class RemoteRows:
     def keep(self, machine: int, ids: np.ndarray, rows: np.ndarray, count: int) -> None:
         """Keep ``rows`` of ``ids`` (sorted local ids) of ``machine``, pulled after its write
         count was ``count``."""
-        self.ids[machine], self.rows[machine], self.count_at[machine] = ids, rows, count
+        kept = rows if self.place is None else self.place(rows)
+        self.ids[machine], self.rows[machine], self.count_at[machine] = ids, kept, count
 
     def drop(self, machine: int) -> None:
         """Forget ``machine``'s copies (it was written since they were pulled)."""

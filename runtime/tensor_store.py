@@ -25,7 +25,7 @@ from partitioner.partition_book import RangeMap, RangePartitionBook
 
 from .env import RuntimeEnv, feature_cache_bytes, torch_rank_world
 from .errors import DistError
-from .feature_cache import REPORT_SECONDS, CacheStats, RemoteRows
+from .feature_cache import REPORT_SECONDS, CacheStats, DeviceHits, Place, PulledRows, RemoteRows
 from .routing import Router, Share, split_by_owner, split_remote
 from .rpc import messages as msg
 from .rpc.client import Request
@@ -226,18 +226,27 @@ class TensorStore:
         """Rows ``ids`` (per-type ids) of tensor ``key``: local ones from shared memory,
         other machines' from the copies kept of them (``runtime.feature_cache``) or their
         servers."""
+        got = self.pull_parts(key, policy, ids, row_shape, dtype)
+        return got.hits.to_host(got.host) if got.hits.parts else got.host
+
+    def pull_parts(self, key: str, policy: str, ids: np.ndarray, row_shape: tuple[int, ...],
+                   dtype: np.dtype) -> PulledRows:
+        """As :meth:`pull`, but the rows found in copies kept on the trainer's device are
+        left out of the host rows: ``hits`` puts them in once those rows are there."""
         ids = np.asarray(ids, dtype=np.int64)
         rmap, type_name = self.rmap(policy)
         me = self.router.machine_id
         remote, n_mine = split_remote(ids, rmap, type_name, me)
         start = int(rmap.typed_start[me, rmap.type_index(type_name)]) if n_mine else 0
         if not remote:  # all local
-            return kernels.gather_rows(self.local.tensor(key), ids - start)
+            return PulledRows(kernels.gather_rows(self.local.tensor(key), ids - start))
         out = np.empty((len(ids), *row_shape), dtype)
         cache = self._caches.get(key)
         hits: dict[int, tuple[np.ndarray, int]] = {}
+        on_device = DeviceHits()
         if cache is not None:
-            remote, hits = self._from_cache(cache, key, remote, out, policy, row_shape, dtype)
+            remote, hits = self._from_cache(cache, key, remote, out, on_device, policy,
+                                            row_shape, dtype)
         counts: dict[int, int] = {}
 
         def place(item: Any, reply: Any) -> None:
@@ -258,15 +267,18 @@ class TensorStore:
             place, sink=lambda s: None if isinstance(s, _Counts) else _scatter_into(out, s.sel))
         if cache is not None and hits:
             self._check_copies(cache, key, policy, ids, out, hits, counts, row_shape, dtype)
+            # The stale machines' rows were pulled again into ``out``: not placed from copies.
+            stale = {id(hits[m][0]) for m in hits if counts.get(m) != hits[m][1]}
+            on_device.parts = [p for p in on_device.parts if id(p[0]) not in stale]
         if cache is not None:
             self._report_caches()
-        return out
+        return PulledRows(out, on_device)
 
     # --- copies of other machines' rows (runtime.feature_cache) ---------------------------
-    def want_cache(self, key: str) -> None:
+    def want_cache(self, key: str, place: Place | None = None) -> None:
         """Keep copies of other machines' rows of tensor ``key`` from now on, within this
         process's ``feature_cache_gb`` budget (a no-op without one, standalone, or once the
-        budget is taken)."""
+        budget is taken); with ``place``, on the trainer's device."""
         meta = self._metas.get(key)
         if (key in self._caches or meta is None or self.standalone
                 or self._cache_budget <= 0 or self.book.num_partitions() < 2):
@@ -276,9 +288,9 @@ class TensorStore:
         if capacity < 1:
             return
         self._cache_budget -= capacity * row_bytes
-        self._caches[key] = RemoteRows(int(capacity))
-        log.info("keeping copies of up to %d rows of %r (%.1f MB)", capacity, key,
-                 capacity * row_bytes / 1e6)
+        self._caches[key] = RemoteRows(int(capacity), place)
+        log.info("keeping copies of up to %d rows of %r (%.1f MB, %s)", capacity, key,
+                 capacity * row_bytes / 1e6, "on the device" if place else "host memory")
 
     def cache_stats(self, key: str) -> CacheStats | None:
         """Lookups and hits of the copies kept of tensor ``key`` (None: no copies)."""
@@ -299,11 +311,13 @@ class TensorStore:
         self.router.call_many([Request(me, 0, report)])
 
     def _from_cache(self, cache: RemoteRows, key: str, remote: list[Share], out: np.ndarray,
-                    policy: str, row_shape: tuple[int, ...], dtype: np.dtype
-                    ) -> tuple[list[Share], dict[int, tuple[np.ndarray, int]]]:
-        """Copy the kept rows of ``remote`` into ``out``: the shares still to pull, and for
-        each machine that gave copies, their positions in ``out`` and the write count they
-        were pulled at. Chooses and pulls the rows to keep once the warm-up pulls are seen."""
+                    on_device: DeviceHits, policy: str, row_shape: tuple[int, ...],
+                    dtype: np.dtype) -> tuple[list[Share], dict[int, tuple[np.ndarray, int]]]:
+        """Copy the kept rows of ``remote`` into ``out`` (copies on the device: note them in
+        ``on_device``, in the order of the result's machines): the shares still to pull, and
+        for each machine that gave copies, their positions in ``out`` and the write count
+        they were pulled at. Chooses and pulls the rows to keep once the warm-up pulls are
+        seen."""
         with cache.lock:
             ready = cache.watch([(s.machine, s.local) for s in remote])
             cache.stats.lookups += sum(len(s.local) for s in remote)
@@ -320,8 +334,12 @@ class TensorStore:
             found, slots = RemoteRows.find(copy[0], s.local)
             positions = np.arange(len(out))[s.sel]
             if found.any():
-                kernels.copy_rows(copy[1], out, src_ids=slots, dst_ids=positions[found])
-                hits[s.machine] = (positions[found], copy[2])
+                rows, placed = copy[1], positions[found]
+                if isinstance(rows, torch.Tensor):
+                    on_device.parts.append((placed, slots, rows))
+                else:
+                    kernels.copy_rows(rows, out, src_ids=slots, dst_ids=placed)
+                hits[s.machine] = (placed, copy[2])
             if not found.all():
                 left.append(Share(s.machine, positions[~found], s.local[~found]))
         with cache.lock:

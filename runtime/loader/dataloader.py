@@ -117,7 +117,8 @@ class DistDataLoader:
         self.queue_size = queue_size or 4
         self.num_samplers = _num_samplers(num_samplers)
         self.prefetch = _prefetch_default(collate_fn) if prefetch is None else bool(prefetch)
-        self._reads = BatchReads() if prefetch_features else None
+        self._reads = BatchReads(self._copier.plan.keep if self._copier is not None
+                                 else None) if prefetch_features else None
         self._prefetcher: BatchPrefetcher | None = None
         self.wait_time = 0.0
         self._workers: SamplerPool | None = None

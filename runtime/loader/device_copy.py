@@ -22,6 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ..feature_cache import PulledRows
+
 
 @runtime_checkable
 class DevicePlan(Protocol):
@@ -44,6 +46,10 @@ class DevicePlan(Protocol):
     def wait(self, event: Any, tensors: list[torch.Tensor]) -> None:
         """Make the trainer's stream wait for ``event``; ``tensors`` (made on the side
         stream) are from now on used on the trainer's stream."""
+
+    def keep(self, rows: np.ndarray) -> torch.Tensor:
+        """``rows`` on the device for good (the feature cache's copies), whole when this
+        returns: any stream may read them from then on."""
 
 
 class CudaPlan:
@@ -78,6 +84,11 @@ class CudaPlan:
         current.wait_event(event)
         for t in tensors:  # the caching allocator must not reuse them while the step runs
             t.record_stream(current)
+
+    def keep(self, rows: np.ndarray) -> torch.Tensor:
+        out = torch.from_numpy(np.ascontiguousarray(rows)).to(self.device)
+        torch.cuda.current_stream(self.device).synchronize()  # once per fill: not per batch
+        return out
 
 
 def plan_for(device: Any) -> DevicePlan | None:
@@ -132,8 +143,9 @@ class DeviceCopier:
         """Host seconds spent copying batches to the device, on any thread."""
         return self._started + self._finished
 
-    def start(self, batch: Any, ready: dict[Any, np.ndarray]) -> Moved:
-        """Issue the copies of ``batch`` and of its pulled-ahead rows ``ready``."""
+    def start(self, batch: Any, ready: dict[Any, np.ndarray | PulledRows]) -> Moved:
+        """Issue the copies of ``batch`` and of its pulled-ahead rows ``ready`` (those found
+        in copies kept on the device are put in there, after the rest's copy)."""
         began = time.perf_counter()
         plan, made = self.plan, []
 
@@ -144,7 +156,7 @@ class DeviceCopier:
 
         with plan.side():
             moved = map_tensors(batch, move)
-            rows = {k: move(torch.from_numpy(np.ascontiguousarray(v))) for k, v in ready.items()}
+            rows = {k: _rows_on(v, move) for k, v in ready.items()}
             event = plan.record()
         self._started += time.perf_counter() - began
         return Moved(moved, rows, event, made)
@@ -155,6 +167,15 @@ class DeviceCopier:
         self.plan.wait(moved.event, moved.tensors)
         self._finished += time.perf_counter() - began
         return moved.batch, moved.ready
+
+
+def _rows_on(rows: np.ndarray | PulledRows,
+             move: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Pulled rows on the device, on the current (side) stream: moved, and any hits from the
+    device's copies put in after them."""
+    if isinstance(rows, PulledRows):
+        return rows.hits.place(move(torch.from_numpy(rows.host)))
+    return move(torch.from_numpy(np.ascontiguousarray(rows)))
 
 
 def map_tensors(x: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

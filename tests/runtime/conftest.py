@@ -230,18 +230,19 @@ def standalone(two_part_graph, tmp_path_factory):
 
 @pytest.fixture
 def pulls_by_thread(monkeypatch) -> list[tuple[str, str]]:
-    """Every ``TensorStore.pull`` from now on, as ``(tensor key, thread name)`` (the pulls a
-    loader's prefetch thread makes are named "dglctl-prefetch")."""
+    """Every ``TensorStore.pull_parts`` (which every pull goes through) from now on, as
+    ``(tensor key, thread name)`` (the pulls a loader's prefetch thread makes are named
+    "dglctl-prefetch")."""
     import threading
 
     from runtime.tensor_store import TensorStore
 
     pulls: list[tuple[str, str]] = []
-    real_pull = TensorStore.pull
+    real_pull = TensorStore.pull_parts
 
     def spy(self, key, *args, **kwargs):
         pulls.append((key, threading.current_thread().name))
         return real_pull(self, key, *args, **kwargs)
 
-    monkeypatch.setattr(TensorStore, "pull", spy)
+    monkeypatch.setattr(TensorStore, "pull_parts", spy)
     return pulls

@@ -66,6 +66,12 @@ class RecordingPlan:
         self._note("wait")
         assert all(id(t) in self.made for t in tensors)
 
+    def keep(self, rows):
+        self._note("keep")
+        out = torch.from_numpy(rows.copy())
+        self.made[id(out)] = out
+        return out
+
     def is_made(self, t) -> bool:
         return self.made.get(id(t)) is t
 
@@ -182,6 +188,38 @@ def test_a_loader_yields_its_batches_on_the_device(standalone, prefetch):
     # With prefetch, the step's read is learnt on the first batch, pulled ahead and copied
     # for the next ones (queue_size 1: up to 3 were made before it was learnt).
     assert taken >= len(seen) - 3 if prefetch else taken == 0
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("kind", ["recorded", pytest.param("cuda", marks=CUDA)])
+def test_a_gpu_loaders_feature_cache_lives_on_the_device(trainer, monkeypatch, kind):
+    """With feature_cache_gb, a loader on a device keeps the copies of other machines' rows
+    there (made by its plan, on the prefetch thread) and puts the hits into each batch's rows
+    after their copy: the same features as the CPU loader's, with hits counted. (A recorded
+    "device" here; on CUDA where there is one.)"""
+    monkeypatch.setenv("DGLCTL_FEATURE_CACHE_GB", "0.001")
+    g = trainer.DistGraph("g")
+    feat = g.ndata["feat"]
+    ids = np.arange(0, g.num_nodes(), 2)
+
+    def epochs(loader, read):
+        return [(i.tolist(), read(i).tolist()) for _ in range(6) for i, _, _ in loader]
+
+    # The CPU loader's rows read outright (read_rows: nothing learnt, so no cache made).
+    cpu = epochs(_node_loader(g, ids, True), feat.read_rows)
+    assert feat.cache_stats() is None
+    plan = RecordingPlan() if kind == "recorded" else None
+    on_device = _node_loader(g, ids, True, device=plan or "cuda")
+    assert epochs(on_device, lambda i: feat[i].cpu().numpy()) == cpu
+    stats = feat.cache_stats()
+    assert stats is not None and stats.hits > 0, stats
+    cache = feat.store._caches[feat.kvstore_key]
+    assert cache.rows
+    if plan is not None:
+        assert ("keep", "dglctl-prefetch", False) in plan.log
+        assert all(plan.is_made(r) for r in cache.rows.values())
+    else:
+        assert all(r.is_cuda for r in cache.rows.values())
 
 
 @pytest.mark.unit

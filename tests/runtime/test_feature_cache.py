@@ -75,6 +75,49 @@ def test_a_trainer_keeps_the_rows_it_reads_most_and_they_stay_current(trainer, m
 
 
 @pytest.mark.multiprocess
+def test_copies_kept_on_the_device_are_put_in_there(trainer, monkeypatch):
+    """A cache given ``place`` (a GPU trainer's loader: here a "device" that is the CPU)
+    keeps its copies as the tensors ``place`` made; a pull leaves the hits out of its host
+    rows and puts them in on the device (``hits.place``), or on the host for a host read;
+    a write drops the machine's copies and its rows come from the host again."""
+    import torch
+
+    monkeypatch.setenv("DGLCTL_FEATURE_CACHE_GB", "0.001")
+    g = trainer.DistGraph("g")
+    feat = g.ndata["feat"]
+    store, key = feat.store, feat.kvstore_key
+    placed: list[torch.Tensor] = []
+
+    def place(rows):
+        placed.append(torch.from_numpy(rows.copy()))
+        return placed[-1]
+
+    store.want_cache(key, place)
+    ids = np.concatenate([_remote_ids(g, 0, 30), _remote_ids(g, 1, 60)])
+    want = feat.read_rows(ids).copy()
+    for _ in range(WARMUP_PULLS + 1):
+        feat.read_rows(ids)
+    cache = store._caches[key]
+    assert [id(r) for r in cache.rows.values()] == [id(t) for t in placed] != []
+    got = feat.read_parts(ids)
+    ((positions, slots, rows),) = got.hits.parts
+    assert rows is placed[0] and sorted(positions.tolist()) == list(range(30, 90))
+    on_device = got.hits.place(torch.from_numpy(got.host.copy()))
+    np.testing.assert_array_equal(on_device.numpy(), want)
+    np.testing.assert_array_equal(feat.read_rows(ids), want)  # hits put in on the host
+    np.testing.assert_array_equal(feat[torch.from_numpy(ids)].numpy(), want)
+    row = ids[30:31]
+    try:
+        store._push(key, feat._policy, row, want[30:31] + 2.5, "set")
+        got = feat.read_parts(ids)
+        assert got.hits.parts == [], "the written machine's rows come from its server"
+        np.testing.assert_array_equal(got.host[30], want[30] + 2.5)
+        assert 1 not in cache.ids
+    finally:
+        store._push(key, feat._policy, row, want[30:31], "set")
+
+
+@pytest.mark.multiprocess
 def test_without_a_budget_nothing_is_kept(trainer, monkeypatch):
     monkeypatch.delenv("DGLCTL_FEATURE_CACHE_GB", raising=False)
     g = trainer.DistGraph("g")
