@@ -67,7 +67,8 @@ class DistDataLoader:
     the same), opt-in for a collate function of your own (it must be thread-safe);
     ``DGLCTL_PREFETCH=0`` in the environment turns the default off (a script unchanged).
     ``prefetch_features`` also pulls, for each batch made ahead, the tensors the step read
-    with the last batch's ids (``runtime.batch_reads``). ``wait_time`` is the seconds the
+    with the last batch's ids (``runtime.batch_reads``); without prefetch those reads are
+    still learnt, for the feature cache (``feature_cache_gb``), and made in the step. ``wait_time`` is the seconds the
     trainer waited for batches in the iteration under way (or the last one); ``copy_time``
     the host seconds spent copying batches to ``device`` since the loader was made (0.0 on
     the CPU), on the prefetch thread or in the step.
@@ -181,7 +182,8 @@ class DistDataLoader:
         batches = self.batches()
         self._position = (epoch, start)
         if self.collate_fn is None:
-            items: Iterator[Any] = self._moved(torch.from_numpy(b) for b in batches[start:])
+            items: Iterator[Any] = self._handed(self._moved(
+                torch.from_numpy(b) for b in batches[start:]))
         elif self.num_samplers > 0:
             self._stop_prefetch()
             if self._workers is None:
@@ -194,7 +196,7 @@ class DistDataLoader:
                                                    self.queue_size, self._reads, self._copier)
                 items = iter(self._prefetcher)
             else:
-                items = self._moved(items)
+                items = self._handed(self._moved(items))
         elif self.prefetch:
             self._stop_prefetch()
             make = functools.partial(_make_batch, self.collate_fn, batches, epoch)
@@ -202,14 +204,31 @@ class DistDataLoader:
                                                self.queue_size, self._reads, self._copier)
             items = iter(self._prefetcher)
         else:
-            items = self._moved(_make_batch(self.collate_fn, batches, epoch, i)
-                                for i in range(start, len(batches)))
+            items = self._handed(self._moved(_make_batch(self.collate_fn, batches, epoch, i)
+                                             for i in range(start, len(batches))))
         return self._counted(items, epoch, start)
 
     @property
     def copy_time(self) -> float:
         """Host seconds spent copying batches to ``device`` so far (0.0 without one)."""
         return 0.0 if self._copier is None else self._copier.seconds
+
+    def _handed(self, items: Iterator[Any]) -> Iterator[Any]:
+        """Without a prefetch thread: each batch handed over as the step takes it, so that
+        the step's reads are learnt (and copies kept, with ``feature_cache_gb``), though
+        none is pulled ahead."""
+        reads = self._reads
+        if reads is None:
+            return items
+
+        def handed() -> Iterator[Any]:
+            try:
+                for batch in items:
+                    reads.hand_over(batch, {})
+                    yield batch
+            finally:
+                reads.release()
+        return handed()
 
     def _moved(self, items: Iterator[Any]) -> Iterator[Any]:
         """``items`` on the loader's device, each copied in the step (no prefetch thread)."""
