@@ -19,6 +19,8 @@ def test_smoke_runs_the_cpu_epoch_and_the_gpu_one_where_there_is_a_gpu():
     r, log = run_smoke("bench.gpu_epoch", RUN_TIMEOUT)
     assert r["nodes"] == 20_000 and r["steps"] == 5, log
     assert r["cpu"]["epoch_s"] > 0 and set(r["cpu"]["split"]) >= {"fetch", "forward"}, log
+    # The cached kind runs (5 steps: still watching its warm-up pulls, so no hits yet).
+    assert r["cpu_cache"]["epoch_s"] > 0 and r["cpu_cache_fetch_ratio"] > 0, log
     assert r["cuda"] == torch.cuda.is_available()
     if r["cuda"]:
         assert r["gpu"]["epoch_s"] > 0 and r["gpu_over_cpu"] > 0, log
