@@ -32,7 +32,6 @@ from typing import Any
 from bench.common import prepare_parts
 from bench.epoch_bench import run_epoch
 
-
 CACHE_HITS = re.compile(r"feature cache hits ([0-9.]+)% of (\d+) remote rows")
 
 
