@@ -100,6 +100,9 @@ class RemoteRows:
         # machine -> their rows, in that order (on the device, with ``place``)
         self.rows: dict[int, np.ndarray | torch.Tensor] = {}
         self.count_at: dict[int, int] = {}  # machine -> its write count before the pull
+        # machine -> the slot of each of its local ids (-1: not kept), where that map costs
+        # no more than the rows kept: a lookup is then one gather, not a binary search.
+        self.slot_of: dict[int, np.ndarray] = {}
         self.stats = CacheStats()
         self._seen: list[tuple[int, np.ndarray]] = []
         self._pulls = 0
@@ -132,21 +135,33 @@ class RemoteRows:
         return {int(m): np.sort(keep[by_machine == m] & ((1 << 40) - 1))
                 for m in np.unique(by_machine)}
 
-    def keep(self, machine: int, ids: np.ndarray, rows: np.ndarray, count: int) -> None:
+    def keep(self, machine: int, ids: np.ndarray, rows: np.ndarray, count: int,
+             machine_rows: int = 0) -> None:
         """Keep ``rows`` of ``ids`` (sorted local ids) of ``machine``, pulled after its write
-        count was ``count``."""
+        count was ``count``; ``machine_rows``: how many rows the machine owns (for the map of
+        slots by id, kept where it costs no more than the rows)."""
         kept = rows if self.place is None else self.place(rows)
         self.ids[machine], self.rows[machine], self.count_at[machine] = ids, kept, count
+        self.slot_of.pop(machine, None)
+        if len(ids) and 0 < 4 * machine_rows <= rows.nbytes and ids[-1] < machine_rows:
+            slots = np.full(machine_rows, -1, np.int32)
+            slots[ids] = np.arange(len(ids), dtype=np.int32)
+            self.slot_of[machine] = slots
 
     def drop(self, machine: int) -> None:
         """Forget ``machine``'s copies (it was written since they were pulled)."""
-        for d in (self.ids, self.rows, self.count_at):
+        for d in (self.ids, self.rows, self.count_at, self.slot_of):
             d.pop(machine, None)
 
     @staticmethod
-    def find(kept: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def find(kept: np.ndarray, local: np.ndarray,
+             slot_of: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(found, slots)``: which of ``local`` are among ``kept`` (sorted ids), and where
-        in ``kept`` each found one is."""
+        in ``kept`` each found one is (by ``slot_of``, the slot of each id, where given)."""
+        if slot_of is not None:
+            slots = slot_of[local]
+            found = slots >= 0
+            return found, slots[found].astype(np.int64)
         if not len(kept):
             return np.zeros(len(local), bool), np.empty(0, np.int64)
         pos = np.searchsorted(kept, local)

@@ -321,7 +321,8 @@ class TensorStore:
         with cache.lock:
             ready = cache.watch([(s.machine, s.local) for s in remote])
             cache.stats.lookups += sum(len(s.local) for s in remote)
-            kept = {m: (cache.ids[m], cache.rows[m], cache.count_at[m]) for m in cache.ids}
+            kept = {m: (cache.ids[m], cache.rows[m], cache.count_at[m], cache.slot_of.get(m))
+                    for m in cache.ids}
         if ready:
             self._fill(cache, key, policy, row_shape, dtype)
         left: list[Share] = []
@@ -331,7 +332,7 @@ class TensorStore:
             if copy is None:
                 left.append(s)
                 continue
-            found, slots = RemoteRows.find(copy[0], s.local)
+            found, slots = RemoteRows.find(copy[0], s.local, copy[3])
             positions = np.arange(len(out))[s.sel]
             if found.any():
                 rows, placed = copy[1], positions[found]
@@ -376,8 +377,9 @@ class TensorStore:
             if count < 0:  # the machine counts no writes: its rows are never copied
                 continue
             rows = self.pull(key, policy, local + rmap.typed_start[m, t], row_shape, dtype)
+            owned = int(rmap.typed_start[m + 1, t] - rmap.typed_start[m, t])
             with cache.lock:
-                cache.keep(m, local, rows, count)
+                cache.keep(m, local, rows, count, owned)
 
     def _local_rows(self, key: str, rmap: RangeMap, type_name: str) -> np.ndarray:
         """This machine's rows of tensor ``key``, as many as the partition book says it owns

@@ -21,6 +21,16 @@ def test_the_most_asked_rows_are_chosen_up_to_the_capacity():
     assert {m: ids.tolist() for m, ids in cache.choose().items()} == {1: [7, 9], 2: [4]}
     found, slots = RemoteRows.find(np.array([4, 7, 9]), np.array([9, 3, 4, 10]))
     assert found.tolist() == [True, False, True, False] and slots.tolist() == [2, 0]
+    # Kept with the map of slots by id (4 bytes a row of the machine: here no more than the
+    # rows kept), a lookup gives the same.
+    cache.keep(1, np.array([4, 7, 9]), np.ones((3, 8), np.float32), 0, machine_rows=24)
+    assert cache.slot_of[1].tolist() == [-1] * 4 + [0, -1, -1, 1, -1, 2] + [-1] * 14
+    found, slots = RemoteRows.find(cache.ids[1], np.array([9, 3, 4, 10]), cache.slot_of[1])
+    assert found.tolist() == [True, False, True, False] and slots.tolist() == [2, 0]
+    cache.keep(2, np.array([4]), np.ones((1, 8), np.float32), 0, machine_rows=24)
+    assert 2 not in cache.slot_of, "a map bigger than the rows kept is not made"
+    cache.drop(1)
+    assert 1 not in cache.slot_of
     assert RemoteRows(capacity=0).choose() == {}
 
 
