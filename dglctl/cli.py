@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -65,6 +66,12 @@ def _print_traceback(exc: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turn errors into messages and exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    # Ctrl-C, TERM and HUP reach dglctl even if it inherited them blocked (exec keeps the mask
+    # of the thread that started it: e.g. a pool thread of a program that blocked them, as
+    # `dglctl partition` does in its threads): 'logs -f' or a launch would never end on them.
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK,
+                               {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     display = Display()
     try:
         # Outside standalone mode click returns an Exit's code instead of raising it.

@@ -75,11 +75,15 @@ def wait_for(job: str, capsys, text: str, count: int = 4) -> str:
         time.sleep(0.5)
 
 
-def dglctl(*args: str) -> subprocess.Popen:
+def dglctl(*args: str, blocked: bool = False) -> subprocess.Popen:
+    """``python -m dglctl ARGS`` (``blocked``: started with SIGINT blocked, as a program's
+    pool thread that blocked it would start it)."""
     # PYTHONFAULTHANDLER: a hung one dumps every thread's stack on SIGABRT (see stacks_of).
     return subprocess.Popen([sys.executable, "-m", "dglctl", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=(lambda: signal.pthread_sigmask(
+                                signal.SIG_BLOCK, {signal.SIGINT})) if blocked else None)
 
 
 def stacks_of(proc: subprocess.Popen) -> str:
@@ -195,12 +199,13 @@ def test_since_follow_to_the_stop_and_stop_json(parts, home, local_cluster, tmp_
 
 
 @pytest.mark.multiprocess
-def test_ctrl_c_ends_following_with_130(parts, home, local_cluster, tmp_path, capsys):
+@pytest.mark.parametrize("blocked", [False, True], ids=["plain", "inherited-blocked"])
+def test_ctrl_c_ends_following_with_130(parts, home, local_cluster, tmp_path, capsys, blocked):
     job = launch(parts, local_cluster, capsys, "marks", str(tmp_path / "never"))
     follow = None
     try:
         wait_for(job, capsys, "early done")
-        follow = dglctl("logs", job, "-f")
+        follow = dglctl("logs", job, "-f", blocked=blocked)
         seen, deadline = "", time.monotonic() + 6 * TIMEOUT
         while seen.count("early done") < 4 and time.monotonic() < deadline:
             if select.select([follow.stdout], [], [], 0.2)[0]:
