@@ -13,6 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import __version__
+from .assignment import METHOD as ASSIGNMENT
+from .assignment import given_assignment, pieces_of, write_assignment
 from .balance import balance_weights
 from .errors import OutputWriteError, PartitionOptionError
 from .format import (
@@ -150,6 +152,8 @@ def partition_graph(
     ndata: dict[str, Any] | None = None,
     edata: dict[str, Any] | None = None,
     num_nodes: int | None = None,
+    assignment: str | Path | np.ndarray | None = None,
+    save_assignment: str | Path | None = None,
     **dgl_names: Any,
 ) -> Any:
     """Partition ``graph`` into ``num_parts`` parts and write ``out/graph_name.json`` plus shards.
@@ -175,6 +179,11 @@ def partition_graph(
     ``regime`` (``"fast"``, ``"lean"``) takes one regardless. ``on_written`` is called the
     moment the output folder is in place (see :func:`partitioner.format.atomic_output_dir`).
 
+    ``assignment`` (an array, or a file: :mod:`partitioner.assignment`) gives the part of
+    every node, used as is instead of ``method`` (from any partitioner, or an earlier run);
+    ``save_assignment`` writes the one this run used to that ``.npy`` file, once the
+    partition is written.
+
     Node ids are relabeled so each part owns one range; with one part every node keeps its
     input id, but edge ids still follow the stored order (by destination): use ``orig_eids``.
     """
@@ -188,7 +197,8 @@ def partition_graph(
                         balance_edges=balance_edges, objtype=objtype, imbalance=imbalance,
                         seed=seed, trainers_per_machine=opts["trainers_per_machine"],
                         out_edges=out_edges, overwrite=overwrite, reporter=reporter,
-                        memory_limit=memory_limit, regime=regime, on_written=on_written)
+                        memory_limit=memory_limit, regime=regime, on_written=on_written,
+                        assignment=assignment, save_assignment=save_assignment)
     return orig_id_tensors(config) if return_mapping else config
 
 
@@ -255,16 +265,24 @@ def _partition(
     memory_limit: int | None,
     regime: str,
     on_written: Callable[[], None] | None,
+    assignment: str | Path | np.ndarray | None = None,
+    save_assignment: str | Path | None = None,
 ) -> PartConfig:
+    given = None
+    if assignment is not None:
+        method = ASSIGNMENT
     _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
+    if assignment is not None:
+        given = given_assignment(assignment, graph.total_nodes, num_parts)
     phases = _Phases(reporter or _Silent(), graph.total_edges)
     out = Path(out)
     n = graph.total_nodes
     num_pieces = num_parts * trainers_per_machine
 
-    plan = plan_partition(GraphShape.of(graph), method=method, out_edges=out_edges,
-                          memory_limit=memory_limit, regime=regime)
+    # A given assignment needs what a random one needs: no symmetric graph, no backend.
+    plan = plan_partition(GraphShape.of(graph), method="random" if given is not None else method,
+                          out_edges=out_edges, memory_limit=memory_limit, regime=regime)
     phases.reporter.note(plan.summary())
     phases.plan = plan
     _check_disk(out, plan)
@@ -280,7 +298,7 @@ def _partition(
         presort = out_presort = None
         presorted: list[PresortedEdges] | None = None
         try:
-            if method != "random":
+            if method not in ("random", ASSIGNMENT):
                 if plan.presort_beside_symmetrize:
                     # The presort needs no assignment: it runs on a worker thread beside the
                     # symmetrize, so that METIS later has the machine to itself.
@@ -310,6 +328,8 @@ def _partition(
             detail = f"{num_pieces} parts"
             if weight_names:
                 detail += f", balancing {', '.join(weight_names)}"
+            if isinstance(assignment, (str, Path)):
+                detail += f" from {assignment}"
             with phases("assign", f"{method}: {detail}"):
                 warmed = None
                 if method == "metis" and plan.prefault:
@@ -319,13 +339,14 @@ def _partition(
                 if out_edges and presorted is not None and plan.out_presort_beside_assign:
                     # ... and then groups the edges by input source for the out-edges.
                     out_presort = submit_after(warmed, presort_out_edges, graph, presorted)
-                piece = assign_parts(
-                    method,
-                    indptr if indptr is not None else np.zeros(n + 1, np.int32),
-                    indices if indices is not None else np.zeros(0, np.int32), num_pieces,
-                    vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
-                    lean=plan.lean, graph_file=graph_file,
-                )
+                piece = pieces_of(given, trainers_per_machine) if given is not None else \
+                    assign_parts(
+                        method,
+                        indptr if indptr is not None else np.zeros(n + 1, np.int32),
+                        indices if indices is not None else np.zeros(0, np.int32), num_pieces,
+                        vweights=weights, objtype=objtype, seed=seed, imbalance=imbalance,
+                        lean=plan.lean, graph_file=graph_file,
+                    )
                 del indptr, indices
                 if graph_file is not None:
                     graph_file.remove()  # before the folder becomes the output
@@ -411,6 +432,8 @@ def _partition(
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         config["quality"] = quality_report(graph, part, part_stats, phases.times, peak)
         write_config(tmp / f"{graph_name}.json", config)
+    if save_assignment is not None:
+        write_assignment(save_assignment, part)
     return PartConfig(config, out / f"{graph_name}.json")
 
 
@@ -455,10 +478,10 @@ def _check_options(
             f"--num-parts {num_parts} x --trainers-per-machine {trainers_per_machine} exceeds the "
             f"number of nodes ({graph.total_nodes})"
         )
-    if method not in (*METHODS, "auto"):
+    if method not in (*METHODS, "auto", ASSIGNMENT):
         raise PartitionOptionError(f"unknown method {method!r}; choose one of "
                                    f"{', '.join((*METHODS, 'auto'))}")
-    if method != "random" and graph.total_nodes > INT32_MAX:
+    if method not in ("random", ASSIGNMENT) and graph.total_nodes > INT32_MAX:
         # Before the symmetrize and the presort allocate anything for that many nodes.
         raise PartitionOptionError(
             f"{graph.total_nodes:,} nodes do not fit the 32-bit node ids of {method} (at most "

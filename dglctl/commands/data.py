@@ -123,6 +123,16 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
                    "1 + c*train). random: no locality, instant. auto: metis where it fits "
                    "(32-bit ids, and its worst-case memory under --memory-limit), else "
                    "kaminpar; says which and why.")
+@click.option("--assignment", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, metavar="FILE",
+              help="Use this node-to-part assignment instead of --method: one part id per "
+                   "node in input id order (.npy, or text: one per line), from any "
+                   "partitioner or an earlier --save-assignment. The same assignment writes "
+                   "the same parts.")
+@click.option("--save-assignment", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, metavar="FILE.npy",
+              help="Write the part of every node (input id order) to FILE.npy once the "
+                   "partition is written.")
 @click.option("--halo-hops", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Hops of non-owned neighbours stored with each part.")
 @click.option("--balance-train/--no-balance-train", default=True, show_default=True,
@@ -157,9 +167,9 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--json", "json_mode", is_flag=True, help="Print the written config as JSON.")
 @click.pass_obj
 def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, graph_name, num_parts,
-              out, method, halo_hops, balance_train, balance_ntypes, balance_edges, objtype, imbalance,
-              seed, trainers_per_machine, out_edges, overwrite, memory_limit, regime, estimate,
-              json_mode) -> None:
+              out, method, assignment, save_assignment, halo_hops, balance_train, balance_ntypes,
+              balance_edges, objtype, imbalance, seed, trainers_per_machine, out_edges, overwrite,
+              memory_limit, regime, estimate, json_mode) -> None:
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
     Nodes are relabeled so every part owns one contiguous id range per type (DGL's scheme);
@@ -168,6 +178,13 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
     """
     display = app.display(json_mode)
     limit = _memory_limit(memory_limit)
+    ctx = click.get_current_context()
+    if assignment is not None and (ctx.get_parameter_source("method")
+                                   is not click.core.ParameterSource.DEFAULT):
+        raise ConfigError(f"give --assignment and --method apart: --assignment {assignment} "
+                          f"already says each node's part (--method {method})")
+    if assignment is not None:
+        method = "random"  # what the run needs of the graph: no symmetric CSR, no backend
     # Entered before partitioner (and numpy) is imported: the threads they start must inherit
     # the blocked signals (see stopped_by_signals).
     with stopped_by_signals(out) as stop:
@@ -216,7 +233,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                 balance_edges=balance_edges, objtype=objtype, imbalance=imbalance, seed=seed,
                 trainers_per_machine=trainers_per_machine, out_edges=out_edges,
                 overwrite=overwrite, reporter=progress, memory_limit=limit, regime=regime,
-                on_written=stop.output_written,
+                on_written=stop.output_written, assignment=assignment,
+                save_assignment=save_assignment,
             )
         finally:
             del graph  # the mappings of the spilled arrays, before their files go
