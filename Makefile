@@ -9,7 +9,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
 
-.PHONY: setup sshd demo test test-loaded lint layers typecheck docs bench figures clean
+.PHONY: setup sshd mpi demo test test-loaded lint layers typecheck docs bench figures clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,17 +34,21 @@ setup: $(STAMP)
 sshd:
 	bash tests/setup_sshd.sh
 
+# Open MPI and PT-Scotch for the distributed partitioner's tests (the same way as sshd).
+mpi:
+	bash tests/setup_mpi.sh
+
 demo: $(STAMP)
 	$(BIN)/python -m dglctl.demo
 
 # tests/bench runs every benchmark figure on a tiny graph (python -m bench.figures --smoke),
 # so a benchmark that breaks fails the suite.
-test: $(STAMP) sshd
+test: $(STAMP) sshd mpi
 	$(BIN)/python -m pytest -q tests
 
 # The same suite with two busy loops beside it (every wait in the tests derives from
 # DGLCTL_TEST_TIMEOUT, so it must pass on a loaded machine too).
-test-loaded: $(STAMP) sshd
+test-loaded: $(STAMP) sshd mpi
 	bash tests/run_loaded.sh $(BIN)/python
 
 lint: $(STAMP)
