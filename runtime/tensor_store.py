@@ -266,9 +266,9 @@ class TensorStore:
                                                  ids, start),
             place, sink=lambda s: None if isinstance(s, _Counts) else _scatter_into(out, s.sel))
         if cache is not None and hits:
-            self._check_copies(cache, key, policy, ids, out, hits, counts, row_shape, dtype)
+            stale = self._check_copies(cache, key, policy, ids, out, hits, counts, row_shape,
+                                       dtype)
             # The stale machines' rows were pulled again into ``out``: not placed from copies.
-            stale = {id(hits[m][0]) for m in hits if counts.get(m) != hits[m][1]}
             on_device.parts = [p for p in on_device.parts if id(p[0]) not in stale]
         if cache is not None:
             self._report_caches()
@@ -314,10 +314,10 @@ class TensorStore:
                     on_device: DeviceHits, policy: str, row_shape: tuple[int, ...],
                     dtype: np.dtype) -> tuple[list[Share], dict[int, tuple[np.ndarray, int]]]:
         """Copy the kept rows of ``remote`` into ``out`` (copies on the device: note them in
-        ``on_device``, in the order of the result's machines): the shares still to pull, and
-        for each machine that gave copies, their positions in ``out`` and the write count
-        they were pulled at. Chooses and pulls the rows to keep once the warm-up pulls are
-        seen."""
+        ``on_device``, with the very positions array of the result): the shares still to
+        pull, and for each machine that gave copies, their positions in ``out`` and the
+        write count they were pulled at. Chooses and pulls the rows to keep once the warm-up
+        pulls are seen."""
         with cache.lock:
             ready = cache.watch([(s.machine, s.local) for s in remote])
             cache.stats.lookups += sum(len(s.local) for s in remote)
@@ -333,7 +333,7 @@ class TensorStore:
                 left.append(s)
                 continue
             found, slots = RemoteRows.find(copy[0], s.local, copy[3])
-            positions = np.arange(len(out))[s.sel]
+            positions = s.sel if isinstance(s.sel, np.ndarray) else np.arange(len(out))[s.sel]
             if found.any():
                 rows, placed = copy[1], positions[found]
                 if isinstance(rows, torch.Tensor):
@@ -350,18 +350,21 @@ class TensorStore:
     def _check_copies(self, cache: RemoteRows, key: str, policy: str, ids: np.ndarray,
                       out: np.ndarray, hits: dict[int, tuple[np.ndarray, int]],
                       counts: dict[int, int], row_shape: tuple[int, ...],
-                      dtype: np.dtype) -> None:
+                      dtype: np.dtype) -> set[int]:
         """Pull again the rows taken from copies of a machine written since they were pulled
-        (and forget those copies)."""
+        (and forget those copies); the ``id`` of each such machine's positions array."""
+        stale: set[int] = set()
         for m, (positions, count_at) in hits.items():
             if counts.get(m) == count_at:
                 continue
+            stale.add(id(positions))
             with cache.lock:
                 if cache.count_at.get(m) == count_at:
                     cache.drop(m)
                 cache.stats.hits -= len(positions)
             log.info("rows of %r on machine %d were written: their copies are dropped", key, m)
             out[positions] = self.pull(key, policy, ids[positions], row_shape, dtype)
+        return stale
 
     def _fill(self, cache: RemoteRows, key: str, policy: str, row_shape: tuple[int, ...],
               dtype: np.dtype) -> None:
