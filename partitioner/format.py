@@ -449,6 +449,11 @@ def atomic_output_dir(out: Path, overwrite: bool,
         on_written()
 
 
+def commit_output(tmp: Path, out: Path) -> None:
+    """Put a complete temporary folder ``tmp`` in place as ``out`` (see :func:`_commit`)."""
+    _commit(tmp, out)
+
+
 def _commit(tmp: Path, out: Path) -> None:
     """Rename ``tmp`` to ``out``, moving an existing ``out`` aside first. If that is cut short
     (a signal between the two renames), ``out`` is put back and ``tmp`` removed."""

@@ -271,7 +271,7 @@ def _partition(
     given = None
     if assignment is not None:
         method = ASSIGNMENT
-    _check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
+    check_options(graph, graph_name, num_parts, method, halo_hops, objtype, imbalance,
                    trainers_per_machine)
     if assignment is not None:
         given = given_assignment(assignment, graph.total_nodes, num_parts)
@@ -384,7 +384,7 @@ def _partition(
             # free (already faulted-in) memory to take it from.
             release_free_memory()
             writer = ShardWriter(tmp, background=True, output=out)
-            config = _base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
+            config = base_config(graph, graph_name, num_parts, method, halo_hops, nodes.ranges,
                                   edge_ranges)
             part_stats = []
             detail = f"{num_parts} parts, halo {halo_hops} hop(s)"
@@ -425,7 +425,7 @@ def _partition(
                 "objtype": objtype if method == "metis" else None,
                 "imbalance": imbalance,
                 "seed": seed,
-                "feature_schema": _feature_schema(graph, trainers_per_machine > 1),
+                "feature_schema": feature_schema(graph, trainers_per_machine > 1),
                 "files": dict(sorted(writer.files.items())),
             }
         )
@@ -461,10 +461,11 @@ def _presort(graph: Graph, plan: PartitionPlan) -> list[PresortedEdges]:
     return presorted
 
 
-def _check_options(
+def check_options(
     graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int, objtype: str,
     imbalance: float, trainers_per_machine: int,
 ) -> None:
+    """Refuse options that cannot make a partition, before any work (PartitionOptionError)."""
     why = name_problem(graph_name)  # the rule read_config applies: a name it can read back
     if why:
         raise PartitionOptionError(
@@ -511,10 +512,11 @@ def _homogeneous_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
-def _base_config(
+def base_config(
     graph: Graph, graph_name: str, num_parts: int, method: str, halo_hops: int,
     node_ranges: np.ndarray, edge_ranges: np.ndarray,
 ) -> dict[str, Any]:
+    """The part config's keys that describe the graph and its id ranges (DGL's among them)."""
     return {
         "graph_name": graph_name,
         "num_nodes": graph.total_nodes,
@@ -533,7 +535,8 @@ def _base_config(
     }
 
 
-def _feature_schema(graph: Graph, with_trainer_id: bool) -> dict[str, Any]:
+def feature_schema(graph: Graph, with_trainer_id: bool) -> dict[str, Any]:
+    """Dtype and row shape of every node and edge feature a part holds."""
     node = {
         f"{t}/{name}": {"dtype": arr.dtype.str, "shape": list(arr.shape[1:])}
         for t, feats in graph.ndata.items()

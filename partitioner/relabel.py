@@ -40,7 +40,7 @@ class NodeRelabeling:
     new_of_old: np.ndarray
 
 
-def _id_dtype(count: int) -> type[np.int32] | type[np.int64]:
+def id_dtype(count: int) -> type[np.int32] | type[np.int64]:
     """int32 for ids below ``count`` when they all fit (``count <= 2**31 - 1``), else int64."""
     return np.int32 if count <= 2**31 - 1 else np.int64
 
@@ -79,7 +79,7 @@ def relabel_nodes(graph: Graph, part: np.ndarray, num_parts: int) -> NodeRelabel
     typed_start = np.vstack([np.zeros((1, len(ntypes)), np.int64), np.cumsum(counts, axis=0)])
     # New ids as narrow as they fit: the CSC's indices are gathered from this table, so they
     # (in memory, on disk and in the servers' shared memory) take 4 bytes per edge, not 8.
-    new_of_old = np.empty(int(offsets[-1]), _id_dtype(int(offsets[-1])))
+    new_of_old = np.empty(int(offsets[-1]), id_dtype(int(offsets[-1])))
     per_type_new: list[np.ndarray] = []
     for t in range(len(ntypes)):
         part_t = small[offsets[t] : offsets[t + 1]].astype(np.intp)
@@ -255,9 +255,9 @@ class OutPresorted:
     pos: np.ndarray
 
 
-def _out_index_dtype(graph: Graph) -> type[np.int32] | type[np.int64]:
+def out_index_dtype(graph: Graph) -> type[np.int32] | type[np.int64]:
     """int32 when every node id, edge count and edge id fits (as the presort does), else int64."""
-    return _id_dtype(max(graph.total_nodes, graph.total_edges))
+    return id_dtype(max(graph.total_nodes, graph.total_edges))
 
 
 def presort_out_edges(graph: Graph, presorted: list[PresortedEdges]) -> list[OutPresorted]:
@@ -268,7 +268,7 @@ def presort_out_edges(graph: Graph, presorted: list[PresortedEdges]) -> list[Out
     """
     kernels = sparsetools()
     n = graph.total_nodes
-    idx = _out_index_dtype(graph)
+    idx = out_index_dtype(graph)
     out = []
     for pre in presorted:
         m, nd = len(pre.src), len(pre.deg)
@@ -306,7 +306,7 @@ class OutPartsJob:
                  allocate: bool = True) -> None:
         offsets = graph.node_offsets()
         tid = {t: i for i, t in enumerate(graph.ntypes)}
-        idx = _out_index_dtype(graph)
+        idx = out_index_dtype(graph)
         ranges = edge_ranges(graph, part, num_parts, presorted)
         new_of_old = nodes.new_of_old.astype(idx, copy=False)
         self.out_pre: list[OutPresorted | None] = list(out_pre)

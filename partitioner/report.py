@@ -27,19 +27,27 @@ def quality_report(
     The edge cut counts directed edges whose endpoints lie in different parts.
     """
     offsets = graph.node_offsets()
-    cut = sum(s.cut_edges for s in part_stats)
-    num_parts = len(part_stats)
-    train = np.zeros(num_parts, np.int64)
+    train = np.zeros(len(part_stats), np.int64)
     for t, ntype in enumerate(graph.ntypes):
         mask = graph.ndata.get(ntype, {}).get("train_mask")
         if mask is not None:
             train += np.bincount(
-                part[offsets[t] : offsets[t + 1]][mask.astype(bool)], minlength=num_parts
+                part[offsets[t] : offsets[t + 1]][mask.astype(bool)], minlength=len(part_stats)
             )
+    return report_from_counts(part_stats, train, graph.total_edges, times, peak_bytes)
+
+
+def report_from_counts(
+    part_stats: list[Any], train: np.ndarray, total_edges: int, times: dict[str, float],
+    peak_bytes: int,
+) -> dict[str, Any]:
+    """The report from each part's counts and training nodes (what a distributed run has:
+    no rank holds the whole graph)."""
+    cut = sum(s.cut_edges for s in part_stats)
+    num_parts = len(part_stats)
     nodes = [s.num_nodes for s in part_stats]
     edges = [s.num_edges for s in part_stats]
     halo = [int(sum(s.num_halo)) for s in part_stats]
-    total_edges = graph.total_edges
     return {
         "edge_cut": cut,
         "edge_cut_pct": round(100.0 * cut / total_edges, 3) if total_edges else 0.0,

@@ -5,9 +5,7 @@ library is picked by what is installed and by id width, or named, with a clear e
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,23 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TIMEOUT
+from tests.partitioner.mpi_ranks import REPO, json_line, run_ranks
 
 SCRIPT = Path(__file__).parent / "scripts" / "parmetis_kway.py"
-REPO = Path(__file__).parents[2]
 
 
 def mpiexec(ranks: int, *args: str, env: dict[str, str] | None = None) -> dict:
-    """Rank 0's JSON line of ``SCRIPT args`` on ``ranks`` ranks (Open MPI's mpiexec)."""
-    exe = shutil.which("mpiexec")
-    assert exe, "mpiexec is missing: run tests/setup_mpi.sh (make test does)"
-    proc = subprocess.run(
-        [exe, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks), sys.executable,
-         str(SCRIPT), *args], capture_output=True, text=True, timeout=12 * TIMEOUT, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert len(lines) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[0])
+    """Rank 0's JSON line of ``SCRIPT args`` on ``ranks`` ranks."""
+    return json_line(run_ranks(ranks, [str(SCRIPT), *args], env=env))
 
 
 @pytest.mark.multiprocess

@@ -1,0 +1,99 @@
+"""One rank of a distributed partition: ``mpiexec -n R python -m partitioner.distributed
+--input IN --out OUT --num-parts N [...]``.
+
+Every rank reads the same input lazily (a rank touches only its share) and calls
+:func:`partitioner.distributed.partition_distributed`. Rank 0 prints one JSON line with the
+written config's path and quality report. An error on any rank is printed as one JSON line
+on stderr (``{"error": ..., "hint": ..., "rank": R, "host": H}``) and the whole job is aborted
+(``MPI_Abort``), so no rank waits for it: mpiexec then exits non-zero and the output folder is
+never put in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from ..errors import PartitionerError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m partitioner.distributed",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", required=True, help="graph input (npz, chunked, ...)")
+    p.add_argument("--format", default=None, help="input format (default: from the path)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--graph-name", default="graph")
+    p.add_argument("--num-parts", type=int, required=True)
+    p.add_argument("--method", default="parmetis", choices=("parmetis", "random"))
+    p.add_argument("--assignment", default=None, help="node-to-part file used as is")
+    p.add_argument("--save-assignment", default=None)
+    p.add_argument("--halo-hops", type=int, default=1)
+    p.add_argument("--trainers-per-machine", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--imbalance", type=float, default=1.03)
+    p.add_argument("--no-balance-train", action="store_true")
+    p.add_argument("--no-out-edges", action="store_true")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--budget-mb", type=float, default=64.0,
+                   help="bytes one rank sends per message round, in MiB")
+    p.add_argument("--progress", action="store_true", help="rank 0 prints phases on stderr")
+    return p
+
+
+class _StderrPhases:
+    def phase_start(self, name: str, detail: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: {detail}", file=sys.stderr, flush=True)
+
+    def phase_end(self, name: str, seconds: float, rate: str = "") -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {name} done in {seconds:.2f}s", file=sys.stderr,
+              flush=True)
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one rank; returns its exit code (or aborts every rank on an error)."""
+    args = _parser().parse_args(argv)
+    from mpi4py import MPI
+
+    from ..readers import read_graph
+    from .pipeline import partition_distributed
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    try:
+        graph = read_graph(args.input, fmt=args.format)
+        config: dict[str, Any] | None = partition_distributed(
+            comm, graph, args.graph_name, args.num_parts, args.out, method=args.method,
+            assignment=args.assignment, halo_hops=args.halo_hops,
+            balance_train=not args.no_balance_train, imbalance=args.imbalance, seed=args.seed,
+            trainers_per_machine=args.trainers_per_machine, out_edges=not args.no_out_edges,
+            overwrite=args.overwrite, save_assignment=args.save_assignment,
+            reporter=_StderrPhases() if args.progress else None,
+            budget=int(args.budget_mb * 2**20))
+    except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
+        known = isinstance(exc, PartitionerError)
+        line = json.dumps({"error": str(exc) if known else f"{type(exc).__name__}: {exc}",
+                           "hint": getattr(exc, "hint", None), "rank": rank,
+                           "host": socket.gethostname(),
+                           "traceback": None if known else traceback.format_exc()})
+        sys.stderr.flush()
+        os.write(2, (line + "\n").encode())  # one write: lines of ranks do not interleave
+        comm.Abort(getattr(exc, "exit_code", 1) if known else 1)
+        return 1
+    if rank == 0 and config is not None:
+        print(json.dumps({"config": str(args.out) + f"/{args.graph_name}.json",
+                          "quality": config["quality"]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The part of every node of this rank's block: from a given assignment, a seeded random one,
+or ParMETIS_V3_PartKway on the symmetric graph built across the ranks (one all-to-all)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..assignment import given_assignment, pieces_of
+from ..graph import Graph
+from ..methods import random as random_method
+from .exchange import DEFAULT_BUDGET, exchange, owner_of
+from .share import Share
+
+
+@dataclass
+class BlockAssignment:
+    """This rank's nodes' trainer pieces (``part * trainers + k``) and what made them.
+
+    Attributes:
+        piece: per node of the block (homogeneous ids ``share.lo:share.hi``), its piece.
+        balanced: the weights the method balanced (names, as the config's ``balance``).
+        library: the ParMETIS library's flavour, when one ran.
+    """
+
+    piece: np.ndarray
+    balanced: list[str] = field(default_factory=list)
+    library: str | None = None
+
+
+def assign_block(comm: Any, graph: Graph, share: Share, num_parts: int, trainers: int, *,
+                 method: str, assignment: str | Path | np.ndarray | None, seed: int,
+                 imbalance: float, balance_train: bool,
+                 budget: int = DEFAULT_BUDGET) -> BlockAssignment:
+    """Collective: the trainer piece of every node of this rank's block.
+
+    ``assignment`` (a file or an array of every node's part) is used as is, dealt to trainer
+    pieces as the single-machine partitioner deals it; ``method`` ``random`` draws the same
+    permutation as the single-machine partitioner (so both write the same parts);
+    ``parmetis`` partitions into ``num_parts * trainers`` pieces.
+    """
+    n = graph.total_nodes
+    pieces = num_parts * trainers
+    if assignment is not None:
+        # Every rank reads and checks the whole file: the same error on every rank.
+        part = given_assignment(assignment, n, num_parts)
+        return BlockAssignment(np.array(pieces_of(part, trainers)[share.lo:share.hi]))
+    if method == "random":
+        return BlockAssignment(random_method.assign(n, pieces, seed=seed)[share.lo:share.hi])
+    from ..methods.parmetis import part_kway
+
+    xadj, adjncy = symmetric_block(comm, graph, share, budget=budget)
+    weights, names = _weights(graph, share, balance_train)
+    if pieces == 1:
+        return BlockAssignment(np.zeros(share.hi - share.lo, np.int64))
+    got = part_kway(comm, share.node_bounds, xadj, adjncy, pieces, vweights=weights,
+                    imbalance=imbalance)
+    if not got.library.balances_all:
+        names = names[:1]
+    return BlockAssignment(got.part, names, got.library.flavour)
+
+
+def symmetric_block(comm: Any, graph: Graph, share: Share, *,
+                    budget: int = DEFAULT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
+    """Collective: this rank's rows of the graph made undirected (both directions of every
+    edge, no self-loops, no duplicates) as ``(xadj, adjncy)`` over global homogeneous ids:
+    every rank sends each direction of its edges to the owner of its first end, once."""
+    us, vs = [], []
+    for e in range(len(graph.edges)):
+        hs, hd = share.homogeneous_edges(graph, e)
+        keep = hs != hd
+        us += [hs[keep], hd[keep]]
+        vs += [hd[keep], hs[keep]]
+    u = np.concatenate(us) if us else np.empty(0, np.int64)
+    v = np.concatenate(vs) if vs else np.empty(0, np.int64)
+    del us, vs
+    (u, v), _ = exchange(comm, owner_of(u, share.node_bounds), [u, v], budget=budget)
+    n_local = share.hi - share.lo
+    key = np.unique((u - share.lo) * np.int64(graph.total_nodes) + v)
+    del u, v
+    row, col = np.divmod(key, np.int64(graph.total_nodes))
+    xadj = np.zeros(n_local + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=n_local), out=xadj[1:])
+    return xadj, col
+
+
+def _weights(graph: Graph, share: Share, balance_train: bool) -> tuple[np.ndarray, list[str]]:
+    """Per node of the block: 1 (nodes), and its training mask where the graph has one."""
+    ones = np.ones(share.hi - share.lo, np.int64)
+    if not balance_train or not any("train_mask" in graph.ndata.get(t, {})
+                                    for t in graph.ntypes):
+        return ones[:, None], ["nodes"]
+    train = np.zeros(share.hi - share.lo, np.int64)
+    for t, lo, hi, at in share.type_slices(graph):
+        mask = graph.ndata.get(graph.ntypes[t], {}).get("train_mask")
+        if mask is not None:
+            train[at:at + hi - lo] = np.asarray(mask[lo:hi]).astype(bool)
+    if not train.any():
+        return ones[:, None], ["nodes"]
+    return np.stack([ones, train], axis=1), ["nodes", "train"]

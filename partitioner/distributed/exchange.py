@@ -1,0 +1,107 @@
+"""Moving rows between MPI ranks in bounded messages, and looking ids up at their owner.
+
+Every exchange here is collective: all ranks of the communicator call it at once, with columns
+of the same dtypes and row shapes. A message never holds more than about ``budget`` bytes for
+all destinations together: the rows go in as many rounds as the busiest rank needs (MPI counts
+are C ints, and one message per whole array would need the whole array twice in flight).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Bytes one rank sends per round, all destinations together.
+DEFAULT_BUDGET = 64 << 20
+
+
+def block_bounds(total: int, size: int) -> np.ndarray:
+    """``(size + 1,)`` int64 bounds of ``size`` contiguous blocks of ``[0, total)``, as even as
+    integers allow (block ``r`` is ``bounds[r]:bounds[r + 1]``)."""
+    return (np.arange(size + 1, dtype=np.int64) * int(total)) // int(size)
+
+
+def _row_bytes(column: np.ndarray) -> int:
+    return column.dtype.itemsize * int(np.prod(column.shape[1:], dtype=np.int64))
+
+
+def exchange(comm: Any, dest: np.ndarray, columns: Sequence[np.ndarray], *,
+             budget: int = DEFAULT_BUDGET) -> tuple[list[np.ndarray], np.ndarray]:
+    """Send row ``i`` of every column to rank ``dest[i]``; return the columns this rank
+    received and how many rows came from each rank.
+
+    Received rows are source-major, each source's rows in the order it held them (the same
+    result as one unbounded all-to-all, whatever the number of rounds).
+    """
+    from mpi4py import MPI
+
+    size = comm.Get_size()
+    dest = np.asarray(dest, dtype=np.int64)
+    order = np.argsort(dest, kind="stable")
+    counts = np.bincount(dest, minlength=size).astype(np.int64)
+    cols = [np.ascontiguousarray(np.asarray(c)[order]) for c in columns]
+    del order
+    recv_counts = np.empty(size, np.int64)
+    comm.Alltoall(counts, recv_counts)
+    row_bytes = max(1, sum(_row_bytes(c) for c in cols))
+    per_round = max(1, budget // (row_bytes * size))  # rows per destination per round
+    mine = int(-(-int(counts.max(initial=0)) // per_round))
+    rounds = int(comm.allreduce(mine, op=MPI.MAX))
+    starts = np.cumsum(counts) - counts
+    rstarts = np.cumsum(recv_counts) - recv_counts
+    out = [np.empty((int(recv_counts.sum()), *c.shape[1:]), c.dtype) for c in cols]
+    for k in range(rounds):
+        lo, hi = np.minimum(counts, k * per_round), np.minimum(counts, (k + 1) * per_round)
+        rlo = np.minimum(recv_counts, k * per_round)
+        rhi = np.minimum(recv_counts, (k + 1) * per_round)
+        for c, o in zip(cols, out, strict=True):
+            width = _row_bytes(c)
+            raw = c.reshape(-1).view(np.uint8)
+            send = np.concatenate([raw[(starts[d] + lo[d]) * width:(starts[d] + hi[d]) * width]
+                                   for d in range(size)]) if width else np.empty(0, np.uint8)
+            scount = (hi - lo) * width
+            rcount = (rhi - rlo) * width
+            recv = np.empty(int(rcount.sum()), np.uint8)
+            comm.Alltoallv([send, (scount, np.cumsum(scount) - scount), MPI.BYTE],
+                           [recv, (rcount, np.cumsum(rcount) - rcount), MPI.BYTE])
+            if not width:
+                continue
+            dst = o.reshape(-1).view(np.uint8)
+            at = 0
+            for s in range(size):
+                n = int(rcount[s])
+                begin = (rstarts[s] + rlo[s]) * width
+                dst[begin:begin + n] = recv[at:at + n]
+                at += n
+    return out, recv_counts
+
+
+def owner_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The rank whose block of ``bounds`` (:func:`block_bounds`) holds each id."""
+    return np.searchsorted(bounds, ids, side="right").astype(np.int64) - 1
+
+
+def lookup(comm: Any, ids: np.ndarray, bounds: np.ndarray, table: Sequence[np.ndarray], *,
+           budget: int = DEFAULT_BUDGET) -> list[np.ndarray]:
+    """The rows of ``table`` (each rank: the rows of its block of ``bounds``) at global
+    ``ids``, asked of their owners in bounded messages (collective). Give unique ids: every
+    id asked costs a row both ways."""
+    rank = comm.Get_rank()
+    ids = np.asarray(ids, dtype=np.int64)
+    owner = owner_of(ids, bounds)
+    (asked,), from_rank = exchange(comm, owner, [ids], budget=budget)
+    local = asked - bounds[rank]
+    answers = [np.asarray(t)[local] for t in table]
+    del asked, local
+    back, _ = exchange(comm, np.repeat(np.arange(comm.Get_size()), from_rank), answers,
+                       budget=budget)
+    # Replies come owner-major, each owner's in the order it was asked: ids stably by owner.
+    order = np.argsort(owner, kind="stable")
+    result = []
+    for b in back:
+        r = np.empty_like(b)
+        r[order] = b
+        result.append(r)
+    return result
