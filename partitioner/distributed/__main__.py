@@ -64,13 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from mpi4py import MPI
 
-    from ..readers import read_graph
+    from ..readers import detect_format, read_graph
+    from ..readers.chunked import chunked_layout, open_chunked
     from .pipeline import partition_distributed
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
-        graph = read_graph(args.input, fmt=args.format)
+        chunks: dict[str, Any] = {}
+        if (args.format or detect_format(args.input)) == "chunked":
+            # Each rank reads the chunks its share overlaps (its own, with a chunk per rank).
+            layout = chunked_layout(args.input)
+            graph = open_chunked(layout)
+            chunks = {"node_chunks": layout.node_chunks,
+                      "edge_chunks": [sizes for _, _, sizes in layout.edges]}
+        else:  # npz is memory-mapped: a rank touches its rows only
+            graph = read_graph(args.input, fmt=args.format)
         config: dict[str, Any] | None = partition_distributed(
             comm, graph, args.graph_name, args.num_parts, args.out, method=args.method,
             assignment=args.assignment, halo_hops=args.halo_hops,
@@ -78,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             trainers_per_machine=args.trainers_per_machine, out_edges=not args.no_out_edges,
             overwrite=args.overwrite, save_assignment=args.save_assignment,
             reporter=_StderrPhases() if args.progress else None,
-            budget=int(args.budget_mb * 2**20))
+            budget=int(args.budget_mb * 2**20), **chunks)
     except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
         known = isinstance(exc, PartitionerError)
         line = json.dumps({"error": str(exc) if known else f"{type(exc).__name__}: {exc}",

@@ -12,7 +12,7 @@ import numpy as np
 from ..assignment import given_assignment, pieces_of
 from ..graph import Graph
 from ..methods import random as random_method
-from .exchange import DEFAULT_BUDGET, exchange, owner_of
+from .exchange import DEFAULT_BUDGET, exchange
 from .share import Share
 
 
@@ -21,7 +21,7 @@ class BlockAssignment:
     """This rank's nodes' trainer pieces (``part * trainers + k``) and what made them.
 
     Attributes:
-        piece: per node of the block (homogeneous ids ``share.lo:share.hi``), its piece.
+        piece: per local node of the rank (:class:`~.share.Share`), its piece.
         balanced: the weights the method balanced (names, as the config's ``balance``).
         library: the ParMETIS library's flavour, when one ran.
     """
@@ -47,16 +47,16 @@ def assign_block(comm: Any, graph: Graph, share: Share, num_parts: int, trainers
     if assignment is not None:
         # Every rank reads and checks the whole file: the same error on every rank.
         part = given_assignment(assignment, n, num_parts)
-        return BlockAssignment(np.array(pieces_of(part, trainers)[share.lo:share.hi]))
+        return BlockAssignment(pieces_of(part, trainers)[share.homogeneous_ids()])
     if method == "random":
-        return BlockAssignment(random_method.assign(n, pieces, seed=seed)[share.lo:share.hi])
+        return BlockAssignment(random_method.assign(n, pieces, seed=seed)[share.homogeneous_ids()])
     from ..methods.parmetis import part_kway
 
     xadj, adjncy = symmetric_block(comm, graph, share, budget=budget)
     weights, names = _weights(graph, share, balance_train)
     if pieces == 1:
-        return BlockAssignment(np.zeros(share.hi - share.lo, np.int64))
-    got = part_kway(comm, share.node_bounds, xadj, adjncy, pieces, vweights=weights,
+        return BlockAssignment(np.zeros(share.num_local, np.int64))
+    got = part_kway(comm, share.vtxdist, xadj, adjncy, pieces, vweights=weights,
                     imbalance=imbalance)
     if not got.library.balances_all:
         names = names[:1]
@@ -66,8 +66,9 @@ def assign_block(comm: Any, graph: Graph, share: Share, num_parts: int, trainers
 def symmetric_block(comm: Any, graph: Graph, share: Share, *,
                     budget: int = DEFAULT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
     """Collective: this rank's rows of the graph made undirected (both directions of every
-    edge, no self-loops, no duplicates) as ``(xadj, adjncy)`` over global homogeneous ids:
-    every rank sends each direction of its edges to the owner of its first end, once."""
+    edge, no self-loops, no duplicates) as ``(xadj, adjncy)``: rows over its local ids,
+    neighbours as rank-major ids (ParMETIS's numbering). Every rank sends each direction of
+    its edges to the owner of its first end, once."""
     us, vs = [], []
     for e in range(len(graph.edges)):
         hs, hd = share.homogeneous_edges(graph, e)
@@ -77,10 +78,12 @@ def symmetric_block(comm: Any, graph: Graph, share: Share, *,
     u = np.concatenate(us) if us else np.empty(0, np.int64)
     v = np.concatenate(vs) if vs else np.empty(0, np.int64)
     del us, vs
-    (u, v), _ = exchange(comm, owner_of(u, share.node_bounds), [u, v], budget=budget)
-    n_local = share.hi - share.lo
-    key = np.unique((u - share.lo) * np.int64(graph.total_nodes) + v)
-    del u, v
+    owner, local = share.locate(u)
+    del u
+    (local, v), _ = exchange(comm, owner, [local, share.rank_major(v)], budget=budget)
+    n_local = share.num_local
+    key = np.unique(local * np.int64(graph.total_nodes) + v)
+    del local, v
     row, col = np.divmod(key, np.int64(graph.total_nodes))
     xadj = np.zeros(n_local + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=n_local), out=xadj[1:])
@@ -89,12 +92,12 @@ def symmetric_block(comm: Any, graph: Graph, share: Share, *,
 
 def _weights(graph: Graph, share: Share, balance_train: bool) -> tuple[np.ndarray, list[str]]:
     """Per node of the block: 1 (nodes), and its training mask where the graph has one."""
-    ones = np.ones(share.hi - share.lo, np.int64)
+    ones = np.ones(share.num_local, np.int64)
     if not balance_train or not any("train_mask" in graph.ndata.get(t, {})
                                     for t in graph.ntypes):
         return ones[:, None], ["nodes"]
-    train = np.zeros(share.hi - share.lo, np.int64)
-    for t, lo, hi, at in share.type_slices(graph):
+    train = np.zeros(share.num_local, np.int64)
+    for t, lo, hi, at in share.type_slices():
         mask = graph.ndata.get(graph.ntypes[t], {}).get("train_mask")
         if mask is not None:
             train[at:at + hi - lo] = np.asarray(mask[lo:hi]).astype(bool)

@@ -78,23 +78,15 @@ def exchange(comm: Any, dest: np.ndarray, columns: Sequence[np.ndarray], *,
     return out, recv_counts
 
 
-def owner_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """The rank whose block of ``bounds`` (:func:`block_bounds`) holds each id."""
-    return np.searchsorted(bounds, ids, side="right").astype(np.int64) - 1
-
-
-def lookup(comm: Any, ids: np.ndarray, bounds: np.ndarray, table: Sequence[np.ndarray], *,
+def lookup(comm: Any, owner: np.ndarray, local: np.ndarray, table: Sequence[np.ndarray], *,
            budget: int = DEFAULT_BUDGET) -> list[np.ndarray]:
-    """The rows of ``table`` (each rank: the rows of its block of ``bounds``) at global
-    ``ids``, asked of their owners in bounded messages (collective). Give unique ids: every
-    id asked costs a row both ways."""
-    rank = comm.Get_rank()
-    ids = np.asarray(ids, dtype=np.int64)
-    owner = owner_of(ids, bounds)
-    (asked,), from_rank = exchange(comm, owner, [ids], budget=budget)
-    local = asked - bounds[rank]
-    answers = [np.asarray(t)[local] for t in table]
-    del asked, local
+    """Collective: the rows of ``table`` (each rank: one row per node it holds) at the nodes
+    rank ``owner[i]`` holds as its local id ``local[i]``, asked in bounded messages. Ask for
+    each node once: every row asked costs a row both ways."""
+    owner = np.asarray(owner, dtype=np.int64)
+    (asked,), from_rank = exchange(comm, owner, [np.asarray(local, np.int64)], budget=budget)
+    answers = [np.asarray(t)[asked] for t in table]
+    del asked
     back, _ = exchange(comm, np.repeat(np.arange(comm.Get_size()), from_rank), answers,
                        budget=budget)
     # Replies come owner-major, each owner's in the order it was asked: ids stably by owner.

@@ -117,6 +117,8 @@ def partition_distributed(
     save_assignment: str | Path | None = None,
     reporter: ProgressReporter | None = None,
     budget: int = DEFAULT_BUDGET,
+    node_chunks: list[list[int]] | None = None,
+    edge_chunks: list[list[int]] | None = None,
 ) -> dict[str, Any] | None:
     """Collective: partition ``graph`` (each rank's view of the same input, read lazily: a rank
     touches only its share) into ``num_parts`` parts under ``out``; every rank of ``comm`` calls
@@ -127,7 +129,8 @@ def partition_distributed(
     ``method`` is ``parmetis`` (:mod:`partitioner.methods.parmetis`) or ``random`` (the same
     draw as the single-machine partitioner's); ``assignment`` gives every node's part instead.
     The files are those :func:`partitioner.pipeline.partition_graph` writes for the same
-    assignment, byte for byte; halos of 0 or 1 hop.
+    assignment, byte for byte; halos of 0 or 1 hop. ``node_chunks`` / ``edge_chunks`` (the
+    input's chunk sizes per type) make a rank's share its chunk where there is one per rank.
     """
     if assignment is not None:
         method = ASSIGNMENT
@@ -141,7 +144,7 @@ def partition_distributed(
         raise PartitionOptionError(f"--distributed writes halos of 0 or 1 hop, not {halo_hops}",
                                    hint="give --halo-hops 1 (the default)")
     rank, size = comm.Get_rank(), comm.Get_size()
-    share = Share.of(graph, rank, size)
+    share = Share.of(graph, rank, size, node_chunks=node_chunks, edge_chunks=edge_chunks)
     clock = _Clock(reporter, rank)
     out = Path(out)
     with shared_output_dir(comm, out, overwrite) as tmp:
@@ -210,7 +213,7 @@ def partition_distributed(
             config["quality"] = quality
             write_config(tmp / f"{graph_name}.json", config)
     if save_assignment is not None:
-        _save_assignment(comm, layout.part, graph.total_nodes, save_assignment)
+        _save_assignment(comm, share, layout.part, graph.total_nodes, save_assignment)
     return config
 
 
@@ -226,7 +229,7 @@ def _relabel(comm: Any, graph: Graph, share: Share, piece: np.ndarray, trainers:
     part = piece // trainers if trainers > 1 else piece
     num_types = len(graph.ntypes)
     counts = np.zeros((num_parts, num_types), np.int64)
-    slices = list(share.type_slices(graph))
+    slices = list(share.type_slices())
     for t, lo, hi, at in slices:
         counts[:, t] = np.bincount(part[at:at + hi - lo], minlength=num_parts)
     every = np.array(comm.allgather(counts)).reshape(share.size, num_parts, num_types)
@@ -234,7 +237,7 @@ def _relabel(comm: Any, graph: Graph, share: Share, piece: np.ndarray, trainers:
     block_start = np.concatenate([[0], np.cumsum(total.reshape(-1))[:-1]]).reshape(total.shape)
     ranges = np.stack([block_start, block_start + total], axis=-1)
     base = block_start + every[:share.rank].sum(axis=0)
-    new = np.empty(share.hi - share.lo, np.int64)
+    new = np.empty(share.num_local, np.int64)
     for t, lo, hi, at in slices:
         pt = part[at:at + hi - lo]
         order = np.argsort(pt, kind="stable")
@@ -248,7 +251,7 @@ def _nodes(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list[in
            writer: ShardWriter, written: _Written, trainer_ids: bool, budget: int) -> None:
     """Per node type: this block's nodes (new id, old id, piece, features) to their part's
     writer, which writes each part's rows in new id order."""
-    for t, lo, hi, at in share.type_slices(graph):
+    for t, lo, hi, at in share.type_slices():
         ntype = graph.ntypes[t]
         feats = graph.ndata.get(ntype, {})
         n = hi - lo
@@ -295,7 +298,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
     for e, etype in enumerate(graph.edges):
         hs, hd = share.homogeneous_edges(graph, e)
         ends = np.unique(np.concatenate([hs, hd]))
-        new, part, piece = lookup(comm, ends, share.node_bounds,
+        new, part, piece = lookup(comm, *share.locate(ends),
                                   [layout.new, layout.part, layout.piece], budget=budget)
         at_s, at_d = np.searchsorted(ends, hs), np.searchsorted(ends, hd)
         del ends
@@ -468,7 +471,7 @@ def _train_counts(comm: Any, graph: Graph, share: Share, layout: _Layout,
                   num_parts: int) -> np.ndarray:
     """Training nodes per part, summed over the ranks' blocks."""
     train = np.zeros(num_parts, np.int64)
-    for t, lo, hi, at in share.type_slices(graph):
+    for t, lo, hi, at in share.type_slices():
         mask = graph.ndata.get(graph.ntypes[t], {}).get("train_mask")
         if mask is not None and hi > lo:
             sel = np.asarray(mask[lo:hi]).astype(bool)
@@ -476,13 +479,16 @@ def _train_counts(comm: Any, graph: Graph, share: Share, layout: _Layout,
     return np.asarray(comm.allreduce(train))
 
 
-def _save_assignment(comm: Any, part: np.ndarray, num_nodes: int, path: str | Path) -> None:
-    """Rank 0 writes every node's part (each rank's block sent to it in rank order)."""
+def _save_assignment(comm: Any, share: Share, part: np.ndarray, num_nodes: int,
+                     path: str | Path) -> None:
+    """Rank 0 writes every node's part (each rank's nodes and parts sent to it in turn)."""
     if comm.Get_rank() != 0:
+        send_array(comm, share.homogeneous_ids(), 0)
         send_array(comm, part.astype(np.int64), 0)
         return
-    blocks = [part.astype(np.int64)] + [recv_array(comm, r, np.dtype(np.int64))
-                                         for r in range(1, comm.Get_size())]
-    whole = np.concatenate(blocks)
-    assert len(whole) == num_nodes
+    whole = np.full(num_nodes, -1, np.int64)
+    whole[share.homogeneous_ids()] = part
+    for r in range(1, comm.Get_size()):
+        ids = recv_array(comm, r, np.dtype(np.int64))
+        whole[ids] = recv_array(comm, r, np.dtype(np.int64))
     write_assignment(path, whole)

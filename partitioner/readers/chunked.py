@@ -3,11 +3,13 @@ Parquet chunks are read too: ``chunk_files``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,21 +152,18 @@ def _data_files(
     return resolved, fmt
 
 
-def _read_features(
-    section: Any,
-    section_name: str,
-    known: dict[str, list[int]],
-    base: str,
-    meta_path: str,
-    spill: SpillFolder | None,
-) -> dict[str, dict[str, np.ndarray]]:
-    """Read node_data / edge_data: type -> feature -> concatenated ``.npy`` chunks (one chunk:
-    that chunk's mapping; several: a :class:`Column`, in ``spill`` once large)."""
+FeatureSpec = tuple[list[str], dict[str, Any], list[int]]  # chunk files, format, chunk sizes
+
+
+def _feature_specs(
+    section: Any, section_name: str, known: dict[str, list[int]], base: str, meta_path: str,
+) -> dict[str, dict[str, FeatureSpec]]:
+    """node_data / edge_data checked: type -> feature -> its chunk files, format and sizes."""
     if section is None:
         return {}
     if not isinstance(section, dict):
         raise PartitionInputError(f"{section_name!r} must be a JSON object", path=meta_path)
-    result: dict[str, dict[str, np.ndarray]] = {}
+    result: dict[str, dict[str, FeatureSpec]] = {}
     for type_name, feats in section.items():
         if type_name not in known:
             raise PartitionInputError(
@@ -182,17 +181,37 @@ def _read_features(
         for feat, spec in feats.items():
             where = f"{section_name}[{type_name!r}][{feat!r}]"
             files, fmt = _data_files(spec, where, FEATURE_FORMATS, len(sizes), base, meta_path)
+            result[type_name][feat] = (files, fmt, sizes)
+    return result
+
+
+def feature_chunk(file: str, fmt: dict[str, Any], size: int, name: str) -> np.ndarray:
+    """One chunk of feature ``name`` (``type/feature``), checked to hold ``size`` rows."""
+    arr = read_feature_chunk(file, fmt)
+    if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
+        rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
+        raise PartitionInputError(
+            f"feature {name} chunk has {rows} rows but the metadata says the chunk has {size}",
+            path=file,
+        )
+    return arr
+
+
+def _read_features(
+    specs: dict[str, dict[str, FeatureSpec]], section_name: str, meta_path: str,
+    spill: SpillFolder | None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Read node_data / edge_data: type -> feature -> concatenated ``.npy`` chunks (one chunk:
+    that chunk's mapping; several: a :class:`Column`, in ``spill`` once large)."""
+    result: dict[str, dict[str, np.ndarray]] = {}
+    for type_name, feats in specs.items():
+        result[type_name] = {}
+        for feat, (files, fmt, sizes) in feats.items():
+            where = f"{section_name}[{type_name!r}][{feat!r}]"
             made: list[Column] = []  # the one column, once the first chunk gives its dtype
             with discarded_on_error(made):
                 for file, size in zip(files, sizes, strict=True):
-                    arr = read_feature_chunk(file, fmt)
-                    if not isinstance(arr, np.ndarray) or arr.ndim == 0 or arr.shape[0] != size:
-                        rows = arr.shape[0] if isinstance(arr, np.ndarray) and arr.ndim else 0
-                        raise PartitionInputError(
-                            f"feature {type_name}/{feat} chunk has {rows} rows but the metadata "
-                            f"says the chunk has {size}",
-                            path=file,
-                        )
+                    arr = feature_chunk(file, fmt, size, f"{type_name}/{feat}")
                     if not made:
                         made.append(Column(arr.dtype, arr.shape[1:], spill))
                     elif (arr.dtype, arr.shape[1:]) != (made[0].dtype, made[0].row_shape):
@@ -207,19 +226,31 @@ def _read_features(
     return result
 
 
-def read_chunked(
-    folder_or_metadata_json: str | os.PathLike, *, spill: SpillFolder | None = None
-) -> Graph:
-    """Read a graph in DGL's chunked format from its folder or its ``metadata.json``.
+@dataclass
+class ChunkedLayout:
+    """A chunked graph's metadata, checked: types, counts, and every chunk file.
 
-    Edge chunks are ``src dst`` text lines (``"format": {"name": "csv"}``, gzip or zstd
-    compressed or not) or Parquet files (``"parquet"``: columns src/dst, else the first two) in
-    per-type node ids; features are one ``.npy`` (``"numpy"``) or Parquet file per chunk in id
-    order. Paths in the metadata are relative to its folder. Text chunks are parsed a part at
-    a time; with ``spill`` each edge column and feature of several chunks goes to a
-    memory-mapped file there once it grows large. Raises
-    PartitionInputError naming the metadata or chunk file (and line, for edge lines).
+    Attributes:
+        meta_path: the metadata file.
+        num_nodes: node type -> count (the dict order is the type order).
+        node_chunks: per node type, its chunk sizes.
+        etypes: the canonical edge types, in order.
+        edges: per edge type, its chunk files, format and chunk sizes.
+        ndata / edata: per type key (node type / edge type key), feature -> its chunks.
     """
+
+    meta_path: str
+    num_nodes: dict[str, int]
+    node_chunks: list[list[int]]
+    etypes: list[CanonicalEtype]
+    edges: list[FeatureSpec]
+    ndata: dict[str, dict[str, FeatureSpec]]
+    edata: dict[str, dict[str, FeatureSpec]]
+
+
+def chunked_layout(folder_or_metadata_json: str | os.PathLike) -> ChunkedLayout:
+    """Read and check a chunked graph's metadata (every chunk file must exist); raises
+    PartitionInputError naming the metadata or the missing file. Reads no chunk."""
     meta_path = _find_metadata(os.fspath(folder_or_metadata_json))
     base = os.path.dirname(os.path.abspath(meta_path))
     meta = _load_metadata(meta_path)
@@ -260,11 +291,51 @@ def read_chunked(
             f"{', '.join(etype_names) or 'none'}",
             path=meta_path,
         )
-    edges: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray]] = {}
-    for key, etype, sizes in zip(etype_names, etypes, edge_chunks, strict=True):
+    edges: list[FeatureSpec] = []
+    for key, sizes in zip(etype_names, edge_chunks, strict=True):
         spec = _entry(edges_section, key, "edges", meta_path)
         files, fmt = _data_files(spec, f"edges[{key!r}]", EDGE_FORMATS, len(sizes), base,
                                  meta_path)
+        edges.append((files, fmt, sizes))
+    node_known = dict(zip(ntypes, node_chunks, strict=True))
+    edge_known = dict(zip(etype_names, edge_chunks, strict=True))
+    return ChunkedLayout(
+        meta_path, num_nodes, node_chunks, etypes, edges,
+        _feature_specs(meta.get("node_data"), "node_data", node_known, base, meta_path),
+        _feature_specs(meta.get("edge_data"), "edge_data", edge_known, base, meta_path),
+    )
+
+
+def read_edges_chunk(layout: ChunkedLayout, e: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ``k`` of edge type ``e``: its ``(src, dst)`` int64 arrays, checked (count, ids)."""
+    etype = layout.etypes[e]
+    files, fmt, sizes = layout.edges[e]
+    ends = (Column(np.int64), Column(np.int64))
+    read_edge_chunk(files[k], fmt, key=etype_key(etype), size=sizes[k],
+                    limits=(layout.num_nodes[etype[0]], layout.num_nodes[etype[2]]),
+                    node_types=(etype[0], etype[2]), meta_path=layout.meta_path, into=ends)
+    return ends[0].finish(), ends[1].finish()
+
+
+def read_chunked(
+    folder_or_metadata_json: str | os.PathLike, *, spill: SpillFolder | None = None
+) -> Graph:
+    """Read a graph in DGL's chunked format from its folder or its ``metadata.json``.
+
+    Edge chunks are ``src dst`` text lines (``"format": {"name": "csv"}``, gzip or zstd
+    compressed or not) or Parquet files (``"parquet"``: columns src/dst, else the first two) in
+    per-type node ids; features are one ``.npy`` (``"numpy"``) or Parquet file per chunk in id
+    order. Paths in the metadata are relative to its folder. Text chunks are parsed a part at
+    a time; with ``spill`` each edge column and feature of several chunks goes to a
+    memory-mapped file there once it grows large. Raises
+    PartitionInputError naming the metadata or chunk file (and line, for edge lines).
+    """
+    layout = chunked_layout(folder_or_metadata_json)
+    meta_path = layout.meta_path
+    num_nodes = layout.num_nodes
+    edges: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray]] = {}
+    for etype, (files, fmt, sizes) in zip(layout.etypes, layout.edges, strict=True):
+        key = etype_key(etype)
         ends = (Column(np.int64, folder=spill), Column(np.int64, folder=spill))
         with discarded_on_error(ends):
             for file, size in zip(files, sizes, strict=True):
@@ -274,18 +345,13 @@ def read_chunked(
                     node_types=(etype[0], etype[2]), meta_path=meta_path, into=ends,
                 )
         edges[etype] = (ends[0].finish(), ends[1].finish())
-
-    node_known = dict(zip(ntypes, node_chunks, strict=True))
-    edge_known = dict(zip(etype_names, edge_chunks, strict=True))
-    ndata = _read_features(meta.get("node_data"), "node_data", node_known, base, meta_path,
-                           spill)
-    edata_by_key = _read_features(meta.get("edge_data"), "edge_data", edge_known, base,
-                                  meta_path, spill)
+    ndata = _read_features(layout.ndata, "node_data", meta_path, spill)
+    edata_by_key = _read_features(layout.edata, "edge_data", meta_path, spill)
     graph = Graph(
         num_nodes=num_nodes,
         edges=edges,
-        ndata={t: ndata.get(t, {}) for t in ntypes},
-        edata={e: edata_by_key.get(etype_key(e), {}) for e in etypes},
+        ndata={t: ndata.get(t, {}) for t in num_nodes},
+        edata={e: edata_by_key.get(etype_key(e), {}) for e in layout.etypes},
     )
     graph.validate(meta_path)
     return graph
@@ -412,3 +478,51 @@ def write_chunked(
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target / "metadata.json"
+
+
+def open_chunked(source: str | os.PathLike | ChunkedLayout) -> Graph:
+    """A chunked graph whose edge and feature arrays read their chunk files only when
+    sliced (:class:`~partitioner.readers.chunk_rows.ChunkRows`): a rank of the distributed
+    partitioner reads the chunks its share overlaps and no other. The metadata is checked
+    now; each chunk when it is read (its count, and edge ids against the node counts)."""
+    from .chunk_rows import ChunkRows
+
+    layout = source if isinstance(source, ChunkedLayout) else chunked_layout(source)
+    edges: dict[CanonicalEtype, tuple[np.ndarray, np.ndarray]] = {}
+    empty = np.empty(0, np.int64)
+    for e, (etype, (_, _, sizes)) in enumerate(zip(layout.etypes, layout.edges, strict=True)):
+        both = ChunkRows(sizes, functools.partial(_stacked_edges, layout, e),
+                         like=np.empty((0, 0), np.int64))
+        # One read per chunk serves both ends: the source's slice, then the destination's.
+        src = ChunkRows(sizes, functools.partial(_end_of, both, 0), like=empty)
+        dst = ChunkRows(sizes, functools.partial(_end_of, both, 1), like=empty)
+        edges[etype] = (src, dst)  # type: ignore[assignment]
+
+    def lazy(specs: dict[str, FeatureSpec], type_name: str) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for feat, (files, fmt, sizes) in specs.items():
+            name = f"{type_name}/{feat}"
+            out[feat] = ChunkRows(  # type: ignore[assignment]
+                sizes, functools.partial(_feature_of, files, fmt, sizes, name))
+        return out
+
+    return Graph(
+        num_nodes=dict(layout.num_nodes),
+        edges=edges,
+        ndata={t: lazy(layout.ndata.get(t, {}), t) for t in layout.num_nodes},
+        edata={et: lazy(layout.edata.get(etype_key(et), {}), etype_key(et))
+               for et in layout.etypes},
+    )
+
+
+def _stacked_edges(layout: ChunkedLayout, e: int, k: int) -> np.ndarray:
+    return np.stack(read_edges_chunk(layout, e, k))
+
+
+def _end_of(both: Any, end: int, k: int) -> np.ndarray:
+    return np.asarray(both.chunk(k)[end])
+
+
+def _feature_of(files: list[str], fmt: dict[str, Any], sizes: list[int], name: str,
+                k: int) -> np.ndarray:
+    return feature_chunk(files[k], fmt, sizes[k], name)
