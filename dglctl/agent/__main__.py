@@ -45,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
                    "the address this host's SSH connection arrived at")
     s.add_argument("--ports", default="")
     s.add_argument("--gpus", action="store_true", help="also list the host's GPUs")
+    s.add_argument("--mpi", action="store_true",
+                   help="also check mpi4py and the ParMETIS library (a distributed partition)")
     s = sub.add_parser("checksums")
     s.add_argument("--root", required=True)
     s.add_argument("--files", required=True)

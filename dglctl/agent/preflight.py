@@ -1,12 +1,13 @@
 """The agent's ``preflight``: what a host has before a launch (Python and dglctl versions,
 busy ports on the data address, free disk, a writable workspace, CPUs, the interfaces and
 their addresses, for ``hosts/netif.py`` to name the one that carries the data address, and,
-when asked, its GPUs)."""
+when asked, its GPUs, and whether mpi4py and the ParMETIS library load)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -58,6 +59,40 @@ def gpus() -> tuple[tuple[str, ...], str | None]:
     return tuple(line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")), None
 
 
+MPI_CHECK_TIMEOUT = 60.0
+# Run in a child: importing mpi4py's MPI initialises MPI, which the agent must not do itself.
+_MPI_CHECK = """
+import json
+import mpi4py
+from mpi4py import MPI
+found = {"mpi": f"mpi4py {mpi4py.__version__}, "
+                f"{MPI.Get_library_version().splitlines()[0].split(',')[0].strip()}"}
+try:
+    from partitioner.methods.parmetis import load_library
+    lib = load_library()
+    found["mpi"] += f"; ParMETIS: {lib.flavour} ({lib.idx_bits}-bit ids)"
+except Exception as e:
+    found["parmetis_error"] = str(e)
+print(json.dumps(found))
+"""
+
+
+def mpi() -> tuple[str | None, str | None, str | None]:
+    """``(what loads, why mpi4py does not, why the ParMETIS library does not)``: mpi4py with
+    its MPI library and the ParMETIS library, as a rank of ``python -m
+    partitioner.distributed`` would load them (this Python)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _MPI_CHECK], capture_output=True, text=True,
+                             timeout=MPI_CHECK_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"checking mpi4py failed: {e}", None
+    if out.returncode != 0:
+        lines = [ln for ln in out.stderr.strip().splitlines() if ln.strip()]
+        return None, lines[-1] if lines else f"exit {out.returncode}", None
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return found["mpi"], None, found.get("parmetis_error")
+
+
 def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
     """Python and dglctl versions, busy ports on the bind address, free disk, writable workspace."""
     from dglctl import __version__
@@ -98,9 +133,11 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
                 busy.append(port)
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
     found, gpu_error = gpus() if args.gpus else (None, None)
+    mpi_found, mpi_error, parmetis_error = mpi() if args.mpi else (None, None, None)
     return PreflightReport(
         python=sys.version.split()[0], executable=sys.executable, dglctl=__version__,
         ports_busy=frozenset(busy), bind_address=bind, bind_error=bind_error, disk_free=free,
         workspace=str(ws), workspace_writable=writable, hostname=socket.gethostname(),
         cpus=len(os.sched_getaffinity(0)), interfaces=interfaces(), gpus=found,
-        gpu_error=gpu_error).to_json()
+        gpu_error=gpu_error, mpi=mpi_found, mpi_error=mpi_error,
+        parmetis_error=parmetis_error).to_json()

@@ -129,6 +129,9 @@ class PreflightReport:
     bind_address: str | None = None  # the address probed (the SSH arrival address, if asked)
     gpus: tuple[str, ...] | None = None  # ``nvidia-smi -L``'s GPU lines (None: not asked)
     gpu_error: str | None = None  # why the GPUs could not be listed (None: they could)
+    mpi: str | None = None  # mpi4py's MPI library and the ParMETIS library (None: not asked)
+    mpi_error: str | None = None  # why mpi4py does not load
+    parmetis_error: str | None = None  # why the ParMETIS library does not load
 
     def to_json(self) -> dict[str, Any]:
         """The agent's JSON of this report."""
@@ -147,7 +150,9 @@ class PreflightReport:
                    interfaces=dict(data.get("interfaces") or {}),
                    bind_error=data.get("bind_error"), bind_address=data.get("bind_address"),
                    gpus=None if data.get("gpus") is None else tuple(data["gpus"]),
-                   gpu_error=data.get("gpu_error"))
+                   gpu_error=data.get("gpu_error"), mpi=data.get("mpi"),
+                   mpi_error=data.get("mpi_error"),
+                   parmetis_error=data.get("parmetis_error"))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import click
 from ..display import PhaseProgress
 from ..errors import EXIT_SIGNAL_BASE, ConfigError, Interrupted
 
+# How long a failed distributed run may take to have its ranks reaped (their leftovers go then).
+STOP_WAIT = 10.0
 # The signals that stop a partition run cleanly: Ctrl-C, kill / a scheduler, a closed terminal.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Code an exception must not land in: thread pool and lock bookkeeping (a worker thread started
@@ -115,14 +117,16 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--num-parts", type=int, required=True, help="Number of parts (= machines).")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Output folder (gets GRAPH_NAME.json and part0/, part1/, ...).")
-@click.option("--method", type=click.Choice(["auto", "metis", "kaminpar", "random"]),
+@click.option("--method", type=click.Choice(["auto", "metis", "kaminpar", "parmetis", "random"]),
               default="auto", show_default=True,
               help="metis: fewest cut edges, several balance constraints, up to 2^31 adjacency "
                    "entries (~1B undirected edges). kaminpar: 64-bit, faster with many cores at "
                    "a similar cut, balances one weight (nodes and training nodes folded into "
-                   "1 + c*train). random: no locality, instant. auto: metis where it fits "
-                   "(32-bit ids, and its worst-case memory under --memory-limit), else "
-                   "kaminpar; says which and why.")
+                   "1 + c*train). parmetis: on MPI ranks (--distributed; ParMETIS, or "
+                   "PT-Scotch's library, which balances nodes only). random: no locality, "
+                   "instant. auto: metis where it fits (32-bit ids, and its worst-case memory "
+                   "under --memory-limit), else kaminpar (parmetis with --distributed); says "
+                   "which and why.")
 @click.option("--assignment", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, metavar="FILE",
               help="Use this node-to-part assignment instead of --method: one part id per "
@@ -164,17 +168,33 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
 @click.option("--estimate", is_flag=True,
               help="Read the input's sizes, print the plan (regime, estimated peak memory per "
                    "phase, output size, time) and exit without partitioning.")
+@click.option("--distributed", is_flag=True,
+              help="Partition on MPI ranks (Open MPI's mpiexec, mpi4py): each rank reads its "
+                   "share of an npz or chunked input (its chunk, with one chunk per rank) and "
+                   "writes the parts it holds; rank 0 writes the JSON. Same files as one "
+                   "machine for the same assignment.")
+@click.option("--ranks", type=int, default=None,
+              help="With --distributed: ranks on this machine [default: --num-parts].")
+@click.option("--cluster", "cluster_path", type=click.Path(exists=True, dir_okay=False,
+                                                          path_type=Path), default=None,
+              help="With --distributed: one rank per host of this cluster YAML (started over "
+                   "SSH with its hosts' settings; a 'local' cluster runs them here).")
+@click.option("--logs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --distributed: folder of every rank's output [default: OUT.logs "
+                   "beside OUT].")
 @click.option("--json", "json_mode", is_flag=True, help="Print the written config as JSON.")
 @click.pass_obj
 def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, graph_name, num_parts,
               out, method, assignment, save_assignment, halo_hops, balance_train, balance_ntypes,
               balance_edges, objtype, imbalance, seed, trainers_per_machine, out_edges, overwrite,
-              memory_limit, regime, estimate, json_mode) -> None:
+              memory_limit, regime, estimate, distributed, ranks, cluster_path, logs,
+              json_mode) -> None:
     """Partition a graph into GRAPH_NAME.json plus per-part shards.
 
     Nodes are relabeled so every part owns one contiguous id range per type (DGL's scheme);
     the JSON keeps DGL's schema and adds checksums, a feature schema and a quality report.
     The folder is written under a temporary name and appears only when complete.
+    With --distributed the work runs on MPI ranks (--ranks here, or --cluster's hosts).
     """
     display = app.display(json_mode)
     limit = _memory_limit(memory_limit)
@@ -183,6 +203,33 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                                    is not click.core.ParameterSource.DEFAULT):
         raise ConfigError(f"give --assignment and --method apart: --assignment {assignment} "
                           f"already says each node's part (--method {method})")
+    if not distributed and (ranks is not None or cluster_path is not None or logs is not None
+                            or method == "parmetis"):
+        given = "--method parmetis" if method == "parmetis" else \
+            "--ranks" if ranks is not None else "--cluster" if cluster_path else "--logs"
+        raise ConfigError(f"{given} is for a partition on MPI ranks", hint="add --distributed")
+    if distributed:
+        from partitioner.readers import detect_format
+
+        from .distributed import check_options, run_distributed
+
+        kind = detect_format(input_path) if fmt == "auto" else fmt
+        method = check_options(
+            {"balance_ntypes": balance_ntypes, "balance_edges": balance_edges,
+             "objtype": objtype, "memory_limit": memory_limit, "regime": regime,
+             "estimate": estimate, "delimiter": delimiter, "node_data": node_data,
+             "num_nodes": num_nodes, "split": split},
+            fmt=kind, method="random" if assignment is not None else method,
+            halo_hops=halo_hops, ranks=ranks, cluster=cluster_path)
+        run_distributed(display, input_path=input_path, fmt=kind,
+                        graph_name=graph_name or _default_graph_name(input_path),
+                        num_parts=num_parts, out=out, method=method, assignment=assignment,
+                        save_assignment=save_assignment, halo_hops=halo_hops,
+                        balance_train=balance_train, imbalance=imbalance, seed=seed,
+                        trainers_per_machine=trainers_per_machine, out_edges=out_edges,
+                        overwrite=overwrite, ranks=ranks, cluster_path=cluster_path, logs=logs,
+                        timeout=STOP_WAIT)
+        return
     if assignment is not None:
         method = "random"  # what the run needs of the graph: no symmetric CSR, no backend
     # Entered before partitioner (and numpy) is imported: the threads they start must inherit

@@ -70,14 +70,16 @@ class AgentClient:
     def _job(self, job: str) -> list[str]:
         return ["--workspace", self.transport.workspace, "--job", job]
 
-    def preflight(self, bind: str, ports: Iterable[int], gpus: bool = False) -> PreflightReport:
+    def preflight(self, bind: str, ports: Iterable[int], gpus: bool = False,
+                  mpi: bool = False) -> PreflightReport:
         """Versions, busy ``ports`` on the ``bind`` address (FROM_HOST: the address the
         host's SSH connection arrived at), free disk, writable workspace; with ``gpus``, the
-        host's GPUs too."""
+        host's GPUs too; with ``mpi``, whether mpi4py and the ParMETIS library load."""
         return PreflightReport.from_json(self._call(
             "preflight", "--workspace", self.transport.workspace,
             "--bind", bind if bind != FROM_HOST else SSH_ARRIVAL,
-            "--ports", ",".join(map(str, ports)), *(["--gpus"] if gpus else [])))
+            "--ports", ",".join(map(str, ports)), *(["--gpus"] if gpus else []),
+            *(["--mpi"] if mpi else [])))
 
     def checksums(self, root: str, files: Sequence[str], *, sizes_only: bool = False,
                   timeout: float = 600.0) -> dict[str, FileStat | None]:

@@ -43,20 +43,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--budget-mb", type=float, default=64.0,
                    help="bytes one rank sends per message round, in MiB")
-    p.add_argument("--progress", action="store_true", help="rank 0 prints phases on stderr")
+    p.add_argument("--progress", choices=("text", "json"), default=None,
+                   help="rank 0 prints phases on stderr: as text, or one JSON object a line")
     return p
 
 
 class _StderrPhases:
+    """Rank 0's phases on stderr, as text or as JSON lines (``{"phase", "detail"}`` at a
+    start, ``{"phase", "seconds"}`` at an end, ``{"note"}``) for ``dglctl partition``."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def _say(self, text: str, doc: dict[str, Any]) -> None:
+        line = json.dumps(doc) if self.as_json else f"[{time.strftime('%H:%M:%S')}] {text}"
+        sys.stderr.write(line + "\n")  # one write: mpiexec tags what each write gives it
+        sys.stderr.flush()
+
     def phase_start(self, name: str, detail: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {name}: {detail}", file=sys.stderr, flush=True)
+        self._say(f"{name}: {detail}", {"phase": name, "detail": detail})
 
     def phase_end(self, name: str, seconds: float, rate: str = "") -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {name} done in {seconds:.2f}s", file=sys.stderr,
-              flush=True)
+        self._say(f"{name} done in {seconds:.2f}s", {"phase": name, "seconds": seconds})
 
     def note(self, text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+        self._say(text, {"note": text})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             balance_train=not args.no_balance_train, imbalance=args.imbalance, seed=args.seed,
             trainers_per_machine=args.trainers_per_machine, out_edges=not args.no_out_edges,
             overwrite=args.overwrite, save_assignment=args.save_assignment,
-            reporter=_StderrPhases() if args.progress else None,
+            reporter=_StderrPhases(args.progress == "json") if args.progress else None,
             budget=int(args.budget_mb * 2**20), **chunks)
     except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
         known = isinstance(exc, PartitionerError)

@@ -1,0 +1,185 @@
+"""``dglctl partition --distributed``: the partition made on MPI ranks (``dglctl.jobs.mpi``),
+each rank reading its share of the input and writing the parts it holds."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ..display import PhaseProgress
+from ..errors import ConfigError, Interrupted
+
+# What a distributed run reads a share of (each rank touches its rows or its chunks only).
+FORMATS = ("npz", "chunked")
+METHODS = ("parmetis", "random")
+# The single-machine options a distributed run does not take, with their defaults.
+SINGLE_MACHINE_ONLY = {"balance_ntypes": None, "balance_edges": False, "objtype": "cut",
+                       "memory_limit": None, "regime": "auto", "estimate": False,
+                       "delimiter": None, "node_data": (), "num_nodes": None, "split": None}
+
+
+class _Stop(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP raise in the main thread (the run stops its ranks)."""
+    def handler(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+        raise _Stop(signum)
+
+    previous = {s: signal.signal(s, handler)
+                for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def check_options(given: dict[str, Any], *, fmt: str, method: str, halo_hops: int,
+                  ranks: int | None, cluster: Path | None) -> str:
+    """Refuse what a distributed run cannot do, naming the option; returns the method."""
+    extra = [name for name, default in SINGLE_MACHINE_ONLY.items() if given[name] != default]
+    if extra:
+        names = ", ".join("--" + n.replace("_", "-") for n in extra)
+        raise ConfigError(f"--distributed does not take {names}",
+                          hint="give them without --distributed (one machine)")
+    if fmt not in FORMATS:
+        raise ConfigError(f"--distributed reads npz or chunked input (each rank reads its "
+                          f"share of those), not {fmt}",
+                          hint="convert the graph on one machine first, e.g. with "
+                               "partitioner.readers.write_chunked")
+    method = "parmetis" if method == "auto" else method
+    if method not in METHODS:
+        raise ConfigError(f"--distributed partitions with parmetis or random, not {method}")
+    if halo_hops > 1:
+        raise ConfigError(f"--distributed writes halos of 0 or 1 hop, not {halo_hops}")
+    if ranks is not None and cluster is not None:
+        raise ConfigError("give --ranks or --cluster: a cluster runs one rank per host")
+    if ranks is not None and ranks < 1:
+        raise ConfigError(f"--ranks must be at least 1, got {ranks}")
+    return method
+
+
+def _input_bytes(path: Path) -> int:
+    """The input's size on disk (a chunked folder: all its files)."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def preflight(cluster: Any, *, method: str, need: int) -> None:
+    """Ask every host of ``cluster`` over its transport whether a rank can run there: the
+    same Python and dglctl as here, mpi4py (and, for parmetis, the ParMETIS library)
+    loading, and free disk for its share of the output (about twice its share of the input,
+    ``need`` bytes in all). An unreachable host is one GroupError naming it; every problem
+    found is one PreflightError."""
+    from ..errors import PreflightError
+    from ..hosts.agent_client import AgentClient
+    from ..hosts.group import fan_out
+    from ..hosts.transport import make_transport
+    from ..jobs import preflight as pf
+
+    transports = [make_transport(h, cluster) for h in cluster.hosts]
+    clients = [AgentClient(t) for t in transports]
+    try:
+        reports = fan_out(clients, lambda i, c: c.preflight(c.host.data_address, [], mpi=True))
+    finally:
+        for t in transports:
+            t.close()
+    share = 2 * need // max(1, len(cluster.hosts))
+    problems: list[str] = []
+    libraries = False
+    for h, r in zip(cluster.hosts, reports, strict=True):
+        found = pf.host_problems(h, r, share, lambda: share)
+        found.pop("address", None)  # MPI takes its own addresses
+        problems += found.values()
+        if r.mpi_error is not None:
+            problems.append(f"host {h.name}: mpi4py does not load with {r.executable}: "
+                            f"{r.mpi_error}")
+            libraries = True
+        elif method == "parmetis" and r.parmetis_error is not None:
+            problems.append(f"host {h.name}: {r.parmetis_error}")
+            libraries = True
+    if problems:
+        from ..jobs.mpi import INSTALL_HINT
+
+        raise PreflightError(problems, hint=INSTALL_HINT if libraries else None)
+
+
+def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str,
+                    num_parts: int, out: Path, method: str, assignment: Path | None,
+                    save_assignment: Path | None, halo_hops: int, balance_train: bool,
+                    imbalance: float, seed: int, trainers_per_machine: int, out_edges: bool,
+                    overwrite: bool, ranks: int | None, cluster_path: Path | None,
+                    logs: Path | None, timeout: float) -> None:
+    """Run the ranks, show rank 0's phases, and print the report of what they wrote."""
+    import sys
+
+    from partitioner.format import check_output_dir, read_config
+    from partitioner.report import format_report
+
+    from ..jobs import mpi
+
+    out = out.absolute()
+    check_output_dir(out, overwrite)  # before starting any rank
+    rank_args = ["--input", str(input_path.absolute()), "--format", fmt, "--out", str(out),
+                 "--graph-name", graph_name, "--num-parts", str(num_parts), "--method", method,
+                 "--halo-hops", str(halo_hops), "--trainers-per-machine",
+                 str(trainers_per_machine), "--seed", str(seed), "--imbalance", str(imbalance),
+                 "--progress", "json"]
+    if assignment is not None:
+        rank_args += ["--assignment", str(assignment.absolute())]
+    if save_assignment is not None:
+        rank_args += ["--save-assignment", str(save_assignment.absolute())]
+    for flag, on in (("--no-balance-train", not balance_train), ("--no-out-edges", not out_edges),
+                     ("--overwrite", overwrite)):
+        if on:
+            rank_args.append(flag)
+    logs = (logs or out.parent / f"{out.name}.logs").absolute()
+    logs.mkdir(parents=True, exist_ok=True)
+    if cluster_path is not None:
+        from ..config import load_cluster_config
+
+        cluster = load_cluster_config(cluster_path)
+        if cluster.transport != "local":
+            preflight(cluster, method=method, need=_input_bytes(input_path))
+        argv = mpi.cluster_command(cluster, rank_args, logs, sys.executable)
+        where = f"{len(cluster.hosts)} hosts of {cluster_path}"
+    else:
+        count = ranks or num_parts
+        argv = mpi.local_command(count, rank_args, python=sys.executable)
+        where = f"{count} ranks on this machine"
+    progress = PhaseProgress(display, total=6 if out_edges else 5)
+    progress.note(f"partitioning on {where} (mpiexec; every rank's output in {logs})")
+
+    def shown(doc: dict[str, Any]) -> None:
+        if "note" in doc:
+            progress.note(str(doc["note"]))
+        elif "seconds" in doc:
+            progress.phase_end(str(doc["phase"]), float(doc["seconds"]))
+        elif "phase" in doc:
+            progress.phase_start(str(doc["phase"]), str(doc.get("detail", "")))
+
+    try:
+        with _signals_raise():
+            run = mpi.run_ranks(argv, logs, on_line=shown)
+    except _Stop as stop:
+        mpi.remove_leftovers(out, timeout)
+        raise Interrupted(f"stopped by {signal.Signals(stop.signum).name}: every rank ended, "
+                          f"nothing written to {out}", signum=stop.signum) from None
+    if run.returncode != 0 or run.result is None:
+        mpi.remove_leftovers(out, timeout)
+        raise mpi.failure(run, logs)
+    config = read_config(out / f"{graph_name}.json")
+    display.result(format_report(config))
+    display.result(f"\nwrote {config.file} on {run.result['quality'].get('ranks')} ranks")
+    display.json({k: v for k, v in config.items() if k != "files"}
+                 | {"_path": str(config.file), "_dir": str(config.dir), "_logs": str(logs)})

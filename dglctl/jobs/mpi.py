@@ -1,0 +1,273 @@
+"""A partition on MPI ranks (``dglctl partition --distributed``): the mpiexec command line for
+ranks on this machine or on a cluster's hosts, and the run: rank 0's phases shown as they
+come, every rank's output in its own log file, the first rank's error as the root cause, and
+nothing left behind when a rank fails.
+
+mpiexec is Open MPI's (``--tag-output`` prefixes every line with its rank: how the output is
+split per rank); each rank runs ``python -m partitioner.distributed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..config import ClusterConfig
+from ..errors import ConfigError, JobFailed
+
+RANK_MODULE = "partitioner.distributed"
+_TAGGED = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:(.*)$")
+# A line a rank wrote in two writes ends with the tag mpiexec put before the second one.
+_TRAILING_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:$")
+_SIGNALLED = re.compile(r"rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_EXITED = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]")
+MPIEXEC_LINES = 6  # of mpiexec's own message, in the error when no rank said what failed
+TAIL_LINES = 5  # of a failed rank's stderr, in the error when it printed no error of its own
+# How long mpiexec may take to end its ranks after it was told to stop.
+STOP_GRACE = 10.0
+INSTALL_HINT = ("install Open MPI and the ParMETIS-compatible library (Debian: apt-get install "
+                "openmpi-bin libopenmpi-dev libptscotch-dev) and mpi4py (pip install "
+                "'dglctl[mpi]')")
+
+
+def find_mpiexec() -> str:
+    """The mpiexec on PATH (Open MPI's), or a ConfigError saying how to install it."""
+    exe = shutil.which("mpiexec")
+    if exe is None:
+        raise ConfigError("--distributed needs mpiexec, which is not on PATH",
+                          hint=INSTALL_HINT)
+    return exe
+
+
+def _root_flags() -> list[str]:
+    # Open MPI refuses root unless told; containers and CI machines often run as root.
+    return ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+
+def local_command(ranks: int, rank_args: Sequence[str], *, python: str) -> list[str]:
+    """mpiexec of ``ranks`` ranks on this machine (more ranks than cores allowed)."""
+    return [find_mpiexec(), *_root_flags(), "--oversubscribe", "--tag-output", "-n", str(ranks),
+            python, "-m", RANK_MODULE, *rank_args]
+
+
+def ssh_config_text(cluster: ClusterConfig) -> str:
+    """An OpenSSH client config with each host's settings from the cluster YAML, for the
+    ssh that mpiexec starts its daemons with (mpiexec takes one command for every host)."""
+    lines: list[str] = []
+    for h in cluster.hosts:
+        s = h.ssh
+        lines.append(f"Host {h.address}")
+        if s.user:
+            lines.append(f"  User {s.user}")
+        if s.port:
+            lines.append(f"  Port {s.port}")
+        if s.key:
+            lines.append(f"  IdentityFile {s.key}")
+            lines.append("  IdentitiesOnly yes")
+        if s.known_hosts:
+            lines.append(f"  UserKnownHostsFile {s.known_hosts}")
+        lines.append(f"  StrictHostKeyChecking {'yes' if s.strict_host_keys else 'no'}")
+        lines.append(f"  ConnectTimeout {int(s.connect_timeout)}")
+        lines.append("  BatchMode yes")
+    user_config = next((h.ssh.config for h in cluster.hosts if h.ssh.config), None)
+    if user_config:
+        lines.append(f"Include {user_config}")
+    return "\n".join(lines) + "\n"
+
+
+def cluster_command(cluster: ClusterConfig, rank_args: Sequence[str], folder: Path,
+                    python: str) -> list[str]:
+    """mpiexec of one rank per host of ``cluster``: on this machine with ``python`` (this
+    interpreter, as the launcher's local transport does) for a ``local`` cluster, else over
+    SSH with the hosts' settings (a config written into ``folder``), each host's rank started
+    with its own Python in its workspace."""
+    if cluster.transport == "local":
+        return local_command(len(cluster.hosts), rank_args, python=python)
+    config = folder / "ssh_config"
+    config.write_text(ssh_config_text(cluster))
+    argv = [find_mpiexec(), *_root_flags(), "--tag-output",
+            "--mca", "plm_rsh_agent", f"ssh -F {shlex.quote(str(config))}"]
+    for i, h in enumerate(cluster.hosts):
+        if i:
+            argv.append(":")
+        argv += ["-n", "1", "--host", h.address, h.python, "-m", RANK_MODULE, *rank_args]
+    return argv
+
+
+@dataclass
+class RankError:
+    """The first error a rank reported (or the signal that ended it)."""
+
+    rank: int
+    host: str
+    message: str
+    hint: str | None = None
+
+
+@dataclass
+class MpiRun:
+    """What a finished run of ranks said: rank 0's result, the first error, the log files."""
+
+    returncode: int
+    result: dict[str, Any] | None = None
+    error: RankError | None = None
+    logs: dict[int, Path] = field(default_factory=dict)
+    tails: dict[int, deque[str]] = field(default_factory=dict)  # last stderr lines per rank
+    said: list[str] = field(default_factory=list)  # mpiexec's own lines (its messages)
+
+
+class _RankLogs:
+    """Every rank's lines in ``folder/rank-R.log``; mpiexec's own in ``mpiexec.log``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[int, IO[str]] = {}
+        self.paths: dict[int, Path] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+        self.own = open(folder / "mpiexec.log", "w")  # noqa: SIM115 - closed in close()
+
+    def write(self, rank: int | None, stream: str, text: str) -> None:
+        if rank is None:
+            self.own.write(text + "\n")
+            self.own.flush()
+            return
+        f = self.files.get(rank)
+        if f is None:
+            self.paths[rank] = self.folder / f"rank-{rank}.log"
+            f = self.files[rank] = open(self.paths[rank], "w")  # noqa: SIM115
+        f.write(f"{stream}: {text}\n")
+        f.flush()
+
+    def close(self) -> None:
+        for f in [*self.files.values(), self.own]:
+            with contextlib.suppress(OSError):
+                f.close()
+
+
+def run_ranks(argv: Sequence[str], logs: Path, *, on_line: Callable[[dict[str, Any]], None],
+              env: dict[str, str] | None = None) -> MpiRun:
+    """Run ``argv`` (an mpiexec line with ``--tag-output``); ``on_line`` gets rank 0's
+    progress lines (JSON) as they come. mpiexec runs in its own session: a Ctrl-C (or any
+    exception here) stops it and its ranks before the exception goes on."""
+    out = _RankLogs(logs)
+    run = MpiRun(returncode=-1)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+    signalled: RankError | None = None
+    exited: int | None = None
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            tagged = _TAGGED.match(line)
+            if tagged is None:
+                out.write(None, "", line)
+                if line.strip() and not line.startswith("---"):
+                    run.said.append(line.strip())
+                found = _SIGNALLED.search(line)
+                if found and signalled is None:
+                    number = int(found.group(3))
+                    signalled = RankError(int(found.group(1)), found.group(2),
+                                          f"ended by signal {number} ({_signal_name(number)})")
+                found = _EXITED.search(line)
+                if found and exited is None:
+                    exited = int(found.group(1))
+                continue
+            rank, stream = int(tagged.group(2)), tagged.group(3)
+            text = _TRAILING_TAG.sub("", tagged.group(4))
+            out.write(rank, stream, text)
+            if stream != "stdout":
+                run.tails.setdefault(rank, deque(maxlen=TAIL_LINES)).append(text)
+            doc = _json(text)
+            if doc is None:
+                continue
+            if "error" in doc and run.error is None:
+                run.error = RankError(rank, str(doc.get("host") or "?"), str(doc["error"]),
+                                      doc.get("hint"))
+            elif rank == 0 and stream == "stdout" and "config" in doc:
+                run.result = doc
+            elif rank == 0:
+                on_line(doc)
+        run.returncode = proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        out.close()
+        run.logs = dict(out.paths)
+    if run.error is None and run.returncode != 0:
+        run.error = signalled
+        if run.error is None and exited is not None:
+            said = " | ".join(run.tails.get(exited, ())) or "nothing on stderr"
+            run.error = RankError(exited, "?", f"exited with an error; its last words: {said}")
+    return run
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to mpiexec (it ends its ranks), then SIGKILL to its whole session."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _json(text: str) -> dict[str, Any] | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def failure(run: MpiRun, logs: Path) -> JobFailed:
+    """The error of a failed run: the first rank's own error, else how mpiexec ended."""
+    where = f"every rank's output is in {logs}"
+    if run.error is not None:
+        e = run.error
+        hint = f"{e.hint}; {where}" if e.hint else where
+        return JobFailed(f"rank {e.rank} on {e.host}: {e.message}", hint=hint)
+    said = " ".join(run.said[:MPIEXEC_LINES])
+    return JobFailed(f"mpiexec exited with {run.returncode} before rank 0 wrote the partition"
+                     + (f": {said}" if said else ""), hint=where)
+
+
+def remove_leftovers(out: Path, wait: float) -> None:
+    """Remove the temporary folders of the failed run's ranks beside ``out`` (on this
+    machine): ranks mpiexec ended may take a moment to be reaped, and a live process's
+    folder is never touched, so this waits up to ``wait`` seconds for them."""
+    from partitioner.format import remove_stale_temps
+
+    deadline = time.monotonic() + wait
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.tmp-(\d+)")
+    while True:
+        remove_stale_temps(out)
+        left = [p for p in out.parent.glob(f".{out.name}.tmp-*") if pattern.match(p.name)]
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)

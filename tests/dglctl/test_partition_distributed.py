@@ -1,0 +1,272 @@
+"""``dglctl partition --distributed``: ranks on this machine, on a local cluster's hosts, and
+over real SSH (the test sshd on 127.0.0.2-3, Open MPI starting its daemons through it); the
+files are the single-machine command's for the same assignment; rank 0's phases show, every
+rank's output has its log; a rank killed mid-run or a Ctrl-C ends every rank, names the cause
+and leaves nothing; preflight names a host that cannot run a rank; options a distributed run
+cannot take are refused before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from partitioner.generate import generate_graph
+from partitioner.readers import write_chunked, write_npz
+from tests.conftest import TIMEOUT
+from tests.dglctl.conftest import run_cli
+from tests.dglctl.sshd import start_sshd
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A small npz and a heterogeneous chunked input (3 chunks), and a saved assignment."""
+    root = tmp_path_factory.mktemp("dist-in")
+    write_npz(generate_graph(600, avg_degree=6, seed=3), root / "g.npz")
+    write_chunked(generate_graph(600, avg_degree=6, seed=3, hetero=True), root / "het", "g", 3)
+    return root
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A graph whose ParMETIS phase takes seconds here: long enough to act during it."""
+    path = tmp_path_factory.mktemp("dist-big") / "big.npz"
+    write_npz(generate_graph(200_000, avg_degree=10, seed=1), path)
+    return path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.suffix != ".json"}
+
+
+def _dglctl(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    if argv[0] == "partition":
+        argv = (*argv, "--graph-name", "g")
+    return subprocess.run([sys.executable, "-m", "dglctl", *argv], capture_output=True,
+                          text=True, timeout=12 * TIMEOUT, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def _processes(marker: str, *, ranks_only: bool = True) -> list[int]:
+    """The ranks (and, unless ``ranks_only``, mpiexec) of a run whose argv holds ``marker``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            cmd = b" ".join(argv).decode(errors="replace")
+            if marker in cmd and "partitioner.distributed" in cmd and not (
+                    ranks_only and argv[0].endswith(b"mpiexec")):
+                found.append(int(d.name))
+    return found
+
+
+def _nothing_left(out: Path) -> None:
+    """No rank of a run into ``out`` still runs; no output, no temporary folder."""
+    deadline = time.monotonic() + TIMEOUT
+    while _processes(str(out), ranks_only=False) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _processes(str(out), ranks_only=False)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, left
+    assert not out.exists()
+    assert [p.name for p in out.parent.glob(f".{out.name}.tmp-*")] == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(("source", "ranks"), [("g.npz", 2), ("het", 3)], ids=["npz", "chunked"])
+def test_ranks_write_what_one_machine_writes(inputs, tmp_path, source, ranks):
+    inp = inputs / source
+    assign = tmp_path / "a.npy"
+    one = _dglctl("partition", "--input", str(inp), "--num-parts", "3", "--out",
+                  str(tmp_path / "metis"), "--method", "metis", "--save-assignment", str(assign))
+    assert one.returncode == 0, one.stderr
+    single = _dglctl("partition", "--input", str(inp), "--num-parts", "3", "--out",
+                     str(tmp_path / "single"), "--assignment", str(assign))
+    assert single.returncode == 0, single.stderr
+    dist = _dglctl("partition", "--input", str(inp), "--num-parts", "3", "--out",
+                   str(tmp_path / "dist"), "--assignment", str(assign), "--distributed",
+                   "--ranks", str(ranks))
+    assert dist.returncode == 0, dist.stderr
+    assert _files(tmp_path / "dist") == _files(tmp_path / "single")
+    doc = json.loads((tmp_path / "dist" / "g.json").read_text())
+    assert doc["quality"]["ranks"] == ranks and doc["part_method"] == "assignment"
+    logs = tmp_path / "dist.logs"
+    assert (logs / "rank-0.log").exists() and f"on {ranks} ranks" in dist.stdout
+    assert "[1/6] assign: assignment: 3 parts on" in dist.stderr
+    assert "[6/6] ids" in dist.stderr and "ids done in" in dist.stderr
+
+
+@pytest.mark.multiprocess
+def test_a_local_cluster_runs_one_rank_per_host(inputs, tmp_path, local_cluster):
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(tmp_path / "out"), "--distributed", "--cluster", str(local_cluster),
+                "--json", "--logs", str(tmp_path / "logs"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["quality"]["ranks"] == 2 and doc["part_method"] == "parmetis"
+    assert doc["_logs"] == str(tmp_path / "logs") and (tmp_path / "logs" / "rank-1.log").exists() \
+        or (tmp_path / "logs" / "rank-0.log").exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--method", "parmetis"], "--method parmetis is for a partition on MPI ranks"),
+    (["--ranks", "2"], "--ranks is for a partition on MPI ranks"),
+    (["--distributed", "--method", "metis"], "parmetis or random, not metis"),
+    (["--distributed", "--halo-hops", "2"], "halos of 0 or 1 hop"),
+    (["--distributed", "--balance-edges"], "does not take --balance-edges"),
+    (["--distributed", "--regime", "lean", "--objtype", "vol"],
+     "does not take --objtype, --regime"),
+])
+def test_what_it_cannot_do_is_refused_before_any_rank(inputs, tmp_path, capsys, extra, said):
+    code, _, err = run_cli(["partition", "--input", str(inputs / "g.npz"), "--num-parts", "2",
+                            "--out", str(tmp_path / "out"), *extra], capsys)
+    assert code == 2 and said in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.logs").exists()
+
+
+@pytest.mark.unit
+def test_text_input_is_refused_with_what_to_do(tmp_path, capsys):
+    edges = tmp_path / "g.csv"
+    edges.write_text("0,1\n1,2\n")
+    code, _, err = run_cli(["partition", "--input", str(edges), "--num-parts", "2", "--out",
+                            str(tmp_path / "out"), "--distributed"], capsys)
+    assert code == 2 and "reads npz or chunked input" in err and "not text" in err, err
+
+
+def _in_assign(big: Path, out: Path, parts: int) -> tuple[subprocess.Popen, str]:
+    """``dglctl partition --distributed`` of ``big``, once its ranks are in ParMETIS; and what
+    it printed so far."""
+    proc = subprocess.Popen([sys.executable, "-m", "dglctl", "partition", "--input", str(big),
+                             "--num-parts", str(parts), "--out", str(out), "--distributed"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stderr is not None
+    seen = ""
+    for line in proc.stderr:
+        seen += line
+        if "[1/6] assign" in line:
+            break
+    return proc, seen
+
+
+@pytest.mark.multiprocess
+def test_a_rank_killed_mid_run_is_named_and_nothing_is_left(big, tmp_path):
+    out = tmp_path / "out"
+    proc, seen = _in_assign(big, out, 3)
+    try:
+        ranks = _processes(str(out))
+        assert len(ranks) == 3, (ranks, seen)
+        os.kill(ranks[1], signal.SIGKILL)
+        _, err = proc.communicate(timeout=6 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, seen + err
+    assert "ended by signal 9 (SIGKILL)" in err and "error: rank " in err, err
+    assert f"every rank's output is in {out}.logs" in err
+    _nothing_left(out)
+
+
+@pytest.mark.multiprocess
+def test_ctrl_c_ends_every_rank_and_leaves_nothing(big, tmp_path):
+    out = tmp_path / "out"
+    proc, _ = _in_assign(big, out, 2)
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=6 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "stopped by SIGINT: every rank ended" in err, err
+    _nothing_left(out)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    # A missing sshd is a failure, not a skip: CI installs openssh-server.
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def _ssh_cluster(path: Path, sshd, pythons: tuple[str, str] = (sys.executable,) * 2,
+                 port: int | None = None) -> Path:
+    data = {
+        "transport": "ssh",
+        "ssh": {"user": "root", "port": port or sshd.port, "key": str(sshd.client_key),
+                "known_hosts": str(sshd.known_hosts), "connect_timeout": 3},
+        "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws-h{i}"),
+                   "python": py}
+                  for i, (a, py) in enumerate(zip(("127.0.0.2", "127.0.0.3"), pythons,
+                                                   strict=True))],
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.ssh
+def test_ranks_over_ssh_write_what_one_machine_writes(inputs, sshd, tmp_path):
+    assign = tmp_path / "a.npy"
+    inp = inputs / "het"
+    assert _dglctl("partition", "--input", str(inp), "--num-parts", "2", "--out",
+                   str(tmp_path / "m"), "--method", "metis", "--save-assignment",
+                   str(assign)).returncode == 0
+    assert _dglctl("partition", "--input", str(inp), "--num-parts", "2", "--out",
+                   str(tmp_path / "single"), "--assignment", str(assign)).returncode == 0
+    cluster = _ssh_cluster(tmp_path / "ssh.yaml", sshd)
+    r = _dglctl("partition", "--input", str(inp), "--num-parts", "2", "--out",
+                str(tmp_path / "dist"), "--assignment", str(assign), "--distributed",
+                "--cluster", str(cluster), env={"OMPI_MCA_plm_base_verbose": "5"})
+    assert r.returncode == 0, r.stderr
+    assert _files(tmp_path / "dist") == _files(tmp_path / "single")
+    assert "on 2 hosts of" in r.stderr
+    # mpiexec started its daemons on the hosts through ssh with the cluster's settings.
+    said = (tmp_path / "dist.logs" / "mpiexec.log").read_text()
+    assert "plm:rsh: final template argv" in said and "/ssh -F " in said, said[-3000:]
+    config = (tmp_path / "dist.logs" / "ssh_config").read_text()
+    assert f"Port {sshd.port}" in config and str(sshd.client_key) in config
+
+
+@pytest.mark.ssh
+def test_preflight_names_a_host_that_cannot_run_a_rank(inputs, sshd, tmp_path):
+    # h1's Python finds no ParMETIS library (named, and missing), h0 is fine.
+    wrapper = tmp_path / "python-without-parmetis"
+    wrapper.write_text(f"#!/bin/sh\nDGLCTL_PARMETIS_LIB={tmp_path / 'none.so'} "
+                       f"exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    cluster = _ssh_cluster(tmp_path / "ssh.yaml", sshd, pythons=(sys.executable, str(wrapper)))
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(tmp_path / "out"), "--distributed", "--cluster", str(cluster))
+    assert r.returncode == 2, r.stderr
+    assert "preflight found 1 problem(s)" in r.stderr
+    assert "host h1: no ParMETIS-compatible library" in r.stderr and "none.so" in r.stderr
+    assert "apt-get install" in r.stderr and not (tmp_path / "out").exists()
+    # random needs no ParMETIS: the same hosts run it.
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(tmp_path / "out"), "--distributed", "--cluster", str(cluster),
+                "--method", "random")
+    assert r.returncode == 0, r.stderr
+    # A host SSH cannot reach: named, nothing started.
+    cluster = _ssh_cluster(tmp_path / "bad.yaml", sshd, port=1)
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(tmp_path / "out2"), "--distributed", "--cluster", str(cluster))
+    assert r.returncode != 0 and "h0" in r.stderr and "h1" in r.stderr, r.stderr
+    assert not (tmp_path / "out2").exists()
