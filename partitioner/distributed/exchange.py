@@ -15,6 +15,8 @@ import numpy as np
 
 # Bytes one rank sends per round, all destinations together.
 DEFAULT_BUDGET = 64 << 20
+# Byte offsets MPI takes (C ints): a column or a result this large is packed per round.
+_MAX_DISPLACEMENT = 2**31 - 1
 
 
 def block_bounds(total: int, size: int) -> np.ndarray:
@@ -38,9 +40,11 @@ def exchange(comm: Any, dest: np.ndarray, columns: Sequence[np.ndarray], *,
     from mpi4py import MPI
 
     size = comm.Get_size()
-    dest = np.asarray(dest, dtype=np.int64)
-    order = np.argsort(dest, kind="stable")
-    counts = np.bincount(dest, minlength=size).astype(np.int64)
+    # A stable sort on a small-int key is numpy's radix sort: one linear pass.
+    key = np.asarray(dest).astype(np.int16 if size < 2**15 else np.int64, copy=False)
+    order = np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=size).astype(np.int64)
+    del key
     cols = [np.ascontiguousarray(np.asarray(c)[order]) for c in columns]
     del order
     recv_counts = np.empty(size, np.int64)
@@ -58,22 +62,25 @@ def exchange(comm: Any, dest: np.ndarray, columns: Sequence[np.ndarray], *,
         rhi = np.minimum(recv_counts, (k + 1) * per_round)
         for c, o in zip(cols, out, strict=True):
             width = _row_bytes(c)
+            if not width:
+                continue
             raw = c.reshape(-1).view(np.uint8)
-            send = np.concatenate([raw[(starts[d] + lo[d]) * width:(starts[d] + hi[d]) * width]
-                                   for d in range(size)]) if width else np.empty(0, np.uint8)
-            scount = (hi - lo) * width
-            rcount = (rhi - rlo) * width
+            dst = o.reshape(-1).view(np.uint8)
+            scount, rcount = (hi - lo) * width, (rhi - rlo) * width
+            sdispl, rdispl = (starts + lo) * width, (rstarts + rlo) * width
+            if max(len(raw), len(dst)) < _MAX_DISPLACEMENT:
+                # Straight from the column and into the result: MPI's offsets are C ints.
+                comm.Alltoallv([raw, (scount, sdispl), MPI.BYTE],
+                               [dst, (rcount, rdispl), MPI.BYTE])
+                continue
+            send = np.concatenate([raw[sdispl[d]:sdispl[d] + scount[d]] for d in range(size)])
             recv = np.empty(int(rcount.sum()), np.uint8)
             comm.Alltoallv([send, (scount, np.cumsum(scount) - scount), MPI.BYTE],
                            [recv, (rcount, np.cumsum(rcount) - rcount), MPI.BYTE])
-            if not width:
-                continue
-            dst = o.reshape(-1).view(np.uint8)
             at = 0
             for s in range(size):
                 n = int(rcount[s])
-                begin = (rstarts[s] + rlo[s]) * width
-                dst[begin:begin + n] = recv[at:at + n]
+                dst[rdispl[s]:rdispl[s] + n] = recv[at:at + n]
                 at += n
     return out, recv_counts
 

@@ -32,6 +32,7 @@ from ..assignment import write_assignment
 from ..errors import PartitionOptionError
 from ..format import ShardWriter, safe_name, write_config
 from ..graph import Graph, etype_key
+from ..memory import retained_heap
 from ..pipeline import ProgressReporter, base_config, check_options, feature_schema
 from ..relabel import id_dtype, out_index_dtype
 from ..report import report_from_counts
@@ -47,6 +48,8 @@ _TAG = 17
 
 def writer_of(part: np.ndarray | int, size: int) -> Any:
     """The rank that writes part ``part`` (round robin over the ranks)."""
+    if isinstance(part, np.ndarray) and part.size and int(part.max()) < size:
+        return part  # no more parts than ranks: part p is rank p's
     return part % size
 
 
@@ -147,7 +150,8 @@ def partition_distributed(
     share = Share.of(graph, rank, size, node_chunks=node_chunks, edge_chunks=edge_chunks)
     clock = _Clock(reporter, rank)
     out = Path(out)
-    with shared_output_dir(comm, out, overwrite) as tmp:
+    # Freed arrays stay in the heap for the next phase's (see memory.retained_heap).
+    with retained_heap(), shared_output_dir(comm, out, overwrite) as tmp:
         clock.start("assign", f"{method}: {num_parts * trainers_per_machine} parts on "
                               f"{size} ranks")
         block = assign_block(comm, graph, share, num_parts, trainers_per_machine, method=method,
@@ -297,11 +301,15 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
     counts = np.zeros((num_parts, len(graph.edges)), np.int64)
     for e, etype in enumerate(graph.edges):
         hs, hd = share.homogeneous_edges(graph, e)
-        ends = np.unique(np.concatenate([hs, hd]))
+        ends = _unique_ids(n_total, hs, hd)
         new, part, piece = lookup(comm, *share.locate(ends),
                                   [layout.new, layout.part, layout.piece], budget=budget)
-        at_s, at_d = np.searchsorted(ends, hs), np.searchsorted(ends, hd)
-        del ends
+        # Where each end's answer is: a table over all ids (4 bytes a node) beats a binary
+        # search of every end among the distinct ones.
+        at = np.empty(n_total, np.int32 if len(ends) < 2**31 else np.int64)
+        at[ends] = np.arange(len(ends), dtype=at.dtype)
+        at_s, at_d = at[hs], at[hd]
+        del ends, at
         a, b = share.edge_range(e)
         feats = graph.edata.get(etype, {})
         cols = [new[at_d], new[at_s], hd, np.arange(a, b, dtype=np.int64)]
@@ -311,7 +319,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         got, _ = exchange(comm, writer_of(part[at_d], share.size), cols, budget=budget)
         del cols, new, part, piece, hs, hd
         dst_new, src_new, dst_old, eid_old = got[:4]
-        order = np.lexsort((eid_old, dst_new))
+        order = _order_by(dst_new, eid_old, n_total, graph.num_edges(etype))
         got = [g[order] for g in got]
         del order
         d = tid[etype[2]]
@@ -368,14 +376,31 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         entry = written.entries[p]
         num_halo: list[int] = []
         if halo_hops:
-            hop1 = np.unique(np.concatenate(halo[p])).astype(np.int64) if halo[p] else \
-                np.empty(0, np.int64)
+            hop1 = _unique_ids(n_total, *halo[p])
             num_halo.append(len(hop1))
             entry["halo_nids"] = writer.save(f"part{p}/halo_nids.npy", hop1)
         entry["num_halo_per_hop"] = num_halo
         written.stats[p] = PartStats(int(layout.ranges[p, -1, 1] - layout.ranges[p, 0, 0]),
                                      int(counts[p].sum()), cut[p], num_halo)
     return edge_ranges, kept
+
+
+def _order_by(major: np.ndarray, minor: np.ndarray, major_count: int,
+              minor_count: int) -> np.ndarray:
+    """The order of rows by ``(major, minor)`` (values below the counts): one sort of a
+    combined key where it fits 63 bits, else a lexsort."""
+    if major_count * minor_count < 2**63:
+        return np.argsort(major.astype(np.int64) * minor_count + minor)  # keys are distinct
+    return np.lexsort((minor, major))
+
+
+def _unique_ids(total: int, *ids: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``ids`` (all in ``[0, total)``): a mark per id, one
+    linear pass (a sort of the ends would be O(m log m))."""
+    mark = np.zeros(total, bool)
+    for a in ids:
+        mark[a] = True
+    return np.flatnonzero(mark)
 
 
 def _out_edges(comm: Any, graph: Graph, layout: _Layout, edge_ranges: np.ndarray,
@@ -392,7 +417,12 @@ def _out_edges(comm: Any, graph: Graph, layout: _Layout, edge_ranges: np.ndarray
         cols = [ie.src_new, ie.dst_old, ie.eid_old, ie.dst_new, ie.eid_new]
         (src_new, dst_old, eid_old, dst_new, eid_new), _ = exchange(
             comm, writer_of(layout.part_of_new(ie.src_new), size), cols, budget=budget)
-        order = np.lexsort((eid_old, dst_old - offsets[tid[etype[2]]], src_new))
+        m = graph.num_edges(etype)
+        nd = graph.num_nodes[etype[2]]
+        # Rows by source, each in (input destination, input edge id) order.
+        within = _order_by(dst_old - offsets[tid[etype[2]]], eid_old, nd, m)
+        order = within[np.argsort(src_new[within], kind="stable")]
+        del within
         src_new, dst_new, eid_new = src_new[order], dst_new[order], eid_new[order]
         s = tid[etype[0]]
         for p in mine:
