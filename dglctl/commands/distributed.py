@@ -168,18 +168,42 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
         elif "phase" in doc:
             progress.phase_start(str(doc["phase"]), str(doc.get("detail", "")))
 
+    from ..jobs.manifest import JobState
+    from ..jobs.mpi_job import MpiJob
+
+    job = MpiJob(argv, script="dglctl partition --distributed",
+                 args=[str(input_path), "--num-parts", str(num_parts), "--out", str(out)],
+                 part_config=out / f"{graph_name}.json", timeout=timeout)
+    output = mpi.RankOutput(logs, on_line=shown)
     try:
         with _signals_raise():
-            run = mpi.run_ranks(argv, logs, on_line=shown)
+            job.start()
+            progress.note(f"job {job.job_id} ('dglctl status {job.job_id}', 'dglctl logs "
+                          f"{job.job_id}', 'dglctl stop {job.job_id}')")
+            code, stopped = job.follow(output.feed)
     except _Stop as stop:
+        output.close()
+        job.stop()
+        job.record_end(JobState.STOPPED, f"stopped by {signal.Signals(stop.signum).name}")
         mpi.remove_leftovers(out, timeout)
         raise Interrupted(f"stopped by {signal.Signals(stop.signum).name}: every rank ended, "
                           f"nothing written to {out}", signum=stop.signum) from None
-    if run.returncode != 0 or run.result is None:
+    finally:
+        job.close()
+    run = output.finish(code)
+    if stopped:
         mpi.remove_leftovers(out, timeout)
-        raise mpi.failure(run, logs)
+        raise Interrupted(f"job {job.job_id} was stopped by 'dglctl stop': every rank ended, "
+                          f"nothing written to {out}", signum=signal.SIGTERM)
+    if run.returncode != 0 or run.result is None:
+        error = mpi.failure(run, logs)
+        job.record_end(JobState.FAILED, error.message)
+        mpi.remove_leftovers(out, timeout)
+        raise error
+    job.record_end(JobState.SUCCEEDED, None)
     config = read_config(out / f"{graph_name}.json")
     display.result(format_report(config))
     display.result(f"\nwrote {config.file} on {run.result['quality'].get('ranks')} ranks")
     display.json({k: v for k, v in config.items() if k != "files"}
-                 | {"_path": str(config.file), "_dir": str(config.dir), "_logs": str(logs)})
+                 | {"_path": str(config.file), "_dir": str(config.dir), "_logs": str(logs),
+                    "_job": job.job_id})

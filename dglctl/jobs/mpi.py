@@ -1,7 +1,7 @@
 """A partition on MPI ranks (``dglctl partition --distributed``): the mpiexec command line for
-ranks on this machine or on a cluster's hosts, and the run: rank 0's phases shown as they
-come, every rank's output in its own log file, the first rank's error as the root cause, and
-nothing left behind when a rank fails.
+ranks on this machine or on a cluster's hosts, and what its output says: rank 0's phases as
+they come, every rank's output in its own log file, the first rank's error as the root cause
+(the run itself is a job: ``jobs/mpi_job.py``), and what a failed run leaves removed.
 
 mpiexec is Open MPI's (``--tag-output`` prefixes every line with its rank: how the output is
 split per rank); each rank runs ``python -m partitioner.distributed``.
@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import signal
-import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -35,8 +34,6 @@ _SIGNALLED = re.compile(r"rank (\d+) with PID \d+ on node (\S+) exited on signal
 _EXITED = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]")
 MPIEXEC_LINES = 6  # of mpiexec's own message, in the error when no rank said what failed
 TAIL_LINES = 5  # of a failed rank's stderr, in the error when it printed no error of its own
-# How long mpiexec may take to end its ranks after it was told to stop.
-STOP_GRACE = 10.0
 INSTALL_HINT = ("install Open MPI and the ParMETIS-compatible library (Debian: apt-get install "
                 "openmpi-bin libopenmpi-dev libptscotch-dev) and mpi4py (pip install "
                 "'dglctl[mpi]')")
@@ -156,76 +153,68 @@ class _RankLogs:
                 f.close()
 
 
-def run_ranks(argv: Sequence[str], logs: Path, *, on_line: Callable[[dict[str, Any]], None],
-              env: dict[str, str] | None = None) -> MpiRun:
-    """Run ``argv`` (an mpiexec line with ``--tag-output``); ``on_line`` gets rank 0's
-    progress lines (JSON) as they come. mpiexec runs in its own session: a Ctrl-C (or any
-    exception here) stops it and its ranks before the exception goes on."""
-    out = _RankLogs(logs)
-    run = MpiRun(returncode=-1)
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True,
-                            env={**os.environ, **(env or {})})
-    signalled: RankError | None = None
-    exited: int | None = None
-    try:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.rstrip("\n")
-            tagged = _TAGGED.match(line)
-            if tagged is None:
-                out.write(None, "", line)
-                if line.strip() and not line.startswith("---"):
-                    run.said.append(line.strip())
-                found = _SIGNALLED.search(line)
-                if found and signalled is None:
-                    number = int(found.group(3))
-                    signalled = RankError(int(found.group(1)), found.group(2),
-                                          f"ended by signal {number} ({_signal_name(number)})")
-                found = _EXITED.search(line)
-                if found and exited is None:
-                    exited = int(found.group(1))
-                continue
-            rank, stream = int(tagged.group(2)), tagged.group(3)
-            text = _TRAILING_TAG.sub("", tagged.group(4))
-            out.write(rank, stream, text)
-            if stream != "stdout":
-                run.tails.setdefault(rank, deque(maxlen=TAIL_LINES)).append(text)
-            doc = _json(text)
-            if doc is None:
-                continue
-            if "error" in doc and run.error is None:
-                run.error = RankError(rank, str(doc.get("host") or "?"), str(doc["error"]),
-                                      doc.get("hint"))
-            elif rank == 0 and stream == "stdout" and "config" in doc:
-                run.result = doc
-            elif rank == 0:
-                on_line(doc)
-        run.returncode = proc.wait()
-    except BaseException:
-        _stop(proc)
-        raise
-    finally:
-        out.close()
-        run.logs = dict(out.paths)
-    if run.error is None and run.returncode != 0:
-        run.error = signalled
-        if run.error is None and exited is not None:
-            said = " | ".join(run.tails.get(exited, ())) or "nothing on stderr"
-            run.error = RankError(exited, "?", f"exited with an error; its last words: {said}")
-    return run
+class RankOutput:
+    """Reads mpiexec's output line by line (``--tag-output``): every rank's lines to its log,
+    rank 0's progress (JSON lines) to ``on_line``, its result and the first rank's error kept
+    (:meth:`finish` gives them)."""
 
+    def __init__(self, logs: Path, on_line: Callable[[dict[str, Any]], None]) -> None:
+        self.out = _RankLogs(logs)
+        self.on_line = on_line
+        self.run = MpiRun(returncode=-1)
+        self.signalled: RankError | None = None
+        self.exited: int | None = None
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to mpiexec (it ends its ranks), then SIGKILL to its whole session."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_GRACE)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    def feed(self, line: str) -> None:
+        """One line of mpiexec's output (without its newline)."""
+        run = self.run
+        tagged = _TAGGED.match(line)
+        if tagged is None:
+            self.out.write(None, "", line)
+            if line.strip() and not line.startswith("---"):
+                run.said.append(line.strip())
+            found = _SIGNALLED.search(line)
+            if found and self.signalled is None:
+                number = int(found.group(3))
+                self.signalled = RankError(int(found.group(1)), found.group(2),
+                                           f"ended by signal {number} ({_signal_name(number)})")
+            found = _EXITED.search(line)
+            if found and self.exited is None:
+                self.exited = int(found.group(1))
+            return
+        rank, stream = int(tagged.group(2)), tagged.group(3)
+        text = _TRAILING_TAG.sub("", tagged.group(4))
+        self.out.write(rank, stream, text)
+        if stream != "stdout":
+            run.tails.setdefault(rank, deque(maxlen=TAIL_LINES)).append(text)
+        doc = _json(text)
+        if doc is None:
+            return
+        if "error" in doc and run.error is None:
+            run.error = RankError(rank, str(doc.get("host") or "?"), str(doc["error"]),
+                                  doc.get("hint"))
+        elif rank == 0 and stream == "stdout" and "config" in doc:
+            run.result = doc
+        elif rank == 0:
+            self.on_line(doc)
+
+    def close(self) -> None:
+        """Close the rank logs."""
+        self.out.close()
+        self.run.logs = dict(self.out.paths)
+
+    def finish(self, returncode: int) -> MpiRun:
+        """What the run said, once mpiexec exited with ``returncode``."""
+        self.close()
+        run = self.run
+        run.returncode = returncode
+        if run.error is None and returncode != 0:
+            run.error = self.signalled
+            if run.error is None and self.exited is not None:
+                said = " | ".join(run.tails.get(self.exited, ())) or "nothing on stderr"
+                run.error = RankError(self.exited, "?",
+                                      f"exited with an error; its last words: {said}")
+        return run
 
 
 def _json(text: str) -> dict[str, Any] | None:

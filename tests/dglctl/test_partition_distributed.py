@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,7 +59,8 @@ def _dglctl(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def _processes(marker: str, *, ranks_only: bool = True) -> list[int]:
-    """The ranks (and, unless ``ranks_only``, mpiexec) of a run whose argv holds ``marker``."""
+    """The ranks (and, unless ``ranks_only``, mpiexec and its agent wrapper) of a run whose
+    argv holds ``marker``."""
     found = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -67,8 +69,8 @@ def _processes(marker: str, *, ranks_only: bool = True) -> list[int]:
             except OSError:
                 continue
             cmd = b" ".join(argv).decode(errors="replace")
-            if marker in cmd and "partitioner.distributed" in cmd and not (
-                    ranks_only and argv[0].endswith(b"mpiexec")):
+            rank = argv[1:3] == [b"-m", b"partitioner.distributed"]
+            if marker in cmd and "partitioner.distributed" in cmd and (rank or not ranks_only):
                 found.append(int(d.name))
     return found
 
@@ -197,6 +199,34 @@ def test_ctrl_c_ends_every_rank_and_leaves_nothing(big, tmp_path):
     assert proc.returncode == 130, err
     assert "stopped by SIGINT: every rank ended" in err, err
     _nothing_left(out)
+
+
+@pytest.mark.multiprocess
+def test_status_logs_and_stop_see_the_partition_as_a_job(big, tmp_path, home):
+    out = tmp_path / "out"
+    proc, seen = _in_assign(big, out, 2)
+    try:
+        job = re.search(r"job (\d{4}-[0-9a-f]{6}) \(", seen).group(1)
+        listed = json.loads(_dglctl("status", "--json").stdout)
+        (mine,) = [j for j in listed if j["job"] == job]
+        assert mine["state"] == "running" and mine["script"] == "dglctl partition --distributed"
+        status = json.loads(_dglctl("status", job, "--json").stdout)
+        (row,) = status["processes"]
+        assert (row["role"], row["state"]) == ("partition", "running"), status
+        logs = _dglctl("logs", job)
+        assert logs.returncode == 0 and '[1,0]<stderr>:{"phase": "assign"' in logs.stdout, logs
+        stopped = _dglctl("stop", job)
+        assert stopped.returncode == 0, stopped.stderr
+        _, err = proc.communicate(timeout=6 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert f"job {job} was stopped by 'dglctl stop': every rank ended" in err, err
+    _nothing_left(out)
+    status = json.loads(_dglctl("status", job, "--json").stdout)
+    assert status["state"] == "stopped", status
 
 
 @pytest.fixture(scope="module")
