@@ -80,7 +80,9 @@ def ssh_config_text(cluster: ClusterConfig) -> str:
         lines.append("  BatchMode yes")
     user_config = next((h.ssh.config for h in cluster.hosts if h.ssh.config), None)
     if user_config:
-        lines.append(f"Include {user_config}")
+        # Last, so the YAML's settings above win (ssh takes an option's first value), and
+        # under 'Host *', so it applies to every host (its own Host blocks as they are).
+        lines += ["Host *", f"  Include {user_config}"]
     return "\n".join(lines) + "\n"
 
 

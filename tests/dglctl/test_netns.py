@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -174,3 +175,41 @@ def _run_behind_the_login_node(machines, parts, tmp_path, capsys):
     ip_config = (tmp_path / "ws-inner1" / "jobs" / job.job_id / "ip_config.txt").read_text()
     assert [line.split()[0] for line in ip_config.splitlines()] == [a for _, a, _ in hosts]
     assert leftovers(job.job_id) == ([], [])
+
+
+def test_a_distributed_partition_runs_its_ranks_in_the_namespaces(machines, home, tmp_path):
+    """One MPI rank per namespaced host (mpiexec here starts their daemons over each host's
+    sshd, named by the ssh config's aliases; the ranks reach each other over the bridge): the
+    files are one machine's for the same assignment."""
+    hosts, cfg = machines
+    g = generate_graph(2000, avg_degree=8, seed=2)
+    npz = tmp_path / "g.npz"
+    from partitioner.readers import write_npz
+
+    write_npz(g, npz)
+    assign = tmp_path / "a.npy"
+    partition_graph(g, "g", 2, tmp_path / "metis", method="metis", save_assignment=assign)
+    partition_graph(g, "g", 2, tmp_path / "single", assignment=assign)
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump({
+        "transport": "ssh", "ssh": {"config": str(cfg), "connect_timeout": 5},
+        "hosts": [{"address": alias, "workspace": str(tmp_path / f"ws-{alias}")}
+                  for alias, _, _ in hosts], "python": sys.executable}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "dglctl", "partition", "--input", str(npz), "--num-parts", "2",
+         "--out", str(tmp_path / "dist"), "--graph-name", "g", "--assignment", str(assign),
+         "--distributed", "--cluster", str(cluster)], capture_output=True, text=True,
+        timeout=12 * TIMEOUT, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMPI_MCA_plm_base_verbose": "5"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+                if p.is_file() and p.suffix != ".json"}
+
+    assert files(tmp_path / "dist") == files(tmp_path / "single")
+    # mpiexec started a daemon on each of the two hosts through ssh (3 daemons: its own and
+    # theirs, the hosts by their aliases), and the daemons started the ranks.
+    said = (tmp_path / "dist.logs" / "mpiexec.log").read_text()
+    assert "plm:rsh: final template argv" in said and "/usr/bin/ssh -F " in said, said[-3000:]
+    assert 'ess_base_num_procs "3"' in said and ",node[1:0-1]@0(3)" in said, said[-3000:]
