@@ -12,6 +12,7 @@ import numpy as np
 from ..assignment import given_assignment, pieces_of
 from ..graph import Graph
 from ..methods import random as random_method
+from ..relabel import id_dtype
 from .exchange import DEFAULT_BUDGET, exchange
 from .share import Share
 
@@ -69,20 +70,29 @@ def symmetric_block(comm: Any, graph: Graph, share: Share, *,
     edge, no self-loops, no duplicates) as ``(xadj, adjncy)``: rows over its local ids,
     neighbours as rank-major ids (ParMETIS's numbering). Every rank sends each direction of
     its edges to the owner of its first end, once."""
-    us, vs = [], []
+    # Narrow columns while the ids fit: the pairs are the largest thing this phase holds.
+    narrow = id_dtype(graph.total_nodes)
+    small = np.int16 if share.size < 2**15 else np.int64
+    owners, rows, others = [], [], []
     for e in range(len(graph.edges)):
         hs, hd = share.homogeneous_edges(graph, e)
         keep = hs != hd
-        us += [hs[keep], hd[keep]]
-        vs += [hd[keep], hs[keep]]
-    u = np.concatenate(us) if us else np.empty(0, np.int64)
-    v = np.concatenate(vs) if vs else np.empty(0, np.int64)
-    del us, vs
-    owner, local = share.locate(u)
-    del u
-    (local, v), _ = exchange(comm, owner, [local, share.rank_major(v)], budget=budget)
+        hs, hd = hs[keep], hd[keep]
+        for a, b in ((hs, hd), (hd, hs)):
+            owner, local = share.locate(a)
+            owners.append(owner.astype(small))
+            rows.append(local.astype(narrow))
+            others.append(share.rank_major(b).astype(narrow))
+            del owner, local
+        del hs, hd, keep
+    owner = np.concatenate(owners) if owners else np.empty(0, small)
+    local = np.concatenate(rows) if rows else np.empty(0, narrow)
+    v = np.concatenate(others) if others else np.empty(0, narrow)
+    del owners, rows, others
+    (local, v), _ = exchange(comm, owner, [local, v], budget=budget)
+    del owner
     n_local = share.num_local
-    key = np.unique(local * np.int64(graph.total_nodes) + v)
+    key = np.unique(local.astype(np.int64) * np.int64(graph.total_nodes) + v)
     del local, v
     row, col = np.divmod(key, np.int64(graph.total_nodes))
     xadj = np.zeros(n_local + 1, np.int64)

@@ -230,6 +230,8 @@ def _max() -> Any:
 def _relabel(comm: Any, graph: Graph, share: Share, piece: np.ndarray, trainers: int,
              num_parts: int) -> _Layout:
     """New ids by prefix sums per (part, type) of every rank's counts."""
+    # Narrow ids while they fit: every column a rank holds or sends is half as wide.
+    piece = piece.astype(np.int32 if num_parts * trainers < 2**31 else np.int64)
     part = piece // trainers if trainers > 1 else piece
     num_types = len(graph.ntypes)
     counts = np.zeros((num_parts, num_types), np.int64)
@@ -241,7 +243,7 @@ def _relabel(comm: Any, graph: Graph, share: Share, piece: np.ndarray, trainers:
     block_start = np.concatenate([[0], np.cumsum(total.reshape(-1))[:-1]]).reshape(total.shape)
     ranges = np.stack([block_start, block_start + total], axis=-1)
     base = block_start + every[:share.rank].sum(axis=0)
-    new = np.empty(share.num_local, np.int64)
+    new = np.empty(share.num_local, id_dtype(graph.total_nodes))
     for t, lo, hi, at in slices:
         pt = part[at:at + hi - lo]
         order = np.argsort(pt, kind="stable")
@@ -259,7 +261,7 @@ def _nodes(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list[in
         ntype = graph.ntypes[t]
         feats = graph.ndata.get(ntype, {})
         n = hi - lo
-        cols = [layout.new[at:at + n], np.arange(lo, hi, dtype=np.int64),
+        cols = [layout.new[at:at + n], np.arange(lo, hi, dtype=id_dtype(graph.num_nodes[ntype])),
                 layout.piece[at:at + n], *(np.asarray(a[lo:hi]) for a in feats.values())]
         (new, old, piece, *rows), _ = exchange(
             comm, writer_of(layout.part[at:at + n], share.size), cols, budget=budget)
@@ -274,7 +276,7 @@ def _nodes(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list[in
                 files[f"{ntype}/{name}"] = writer.save(rel, values[sel])
             if trainer_ids:
                 files[f"{ntype}/trainer_id"] = writer.save(
-                    f"part{p}/node_feat/{t}_trainer_id.npy", piece[sel])
+                    f"part{p}/node_feat/{t}_trainer_id.npy", piece[sel].astype(np.int64))
             written.orig_nids[(t, p)] = old[sel]
 
 
@@ -312,7 +314,8 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         del ends, at
         a, b = share.edge_range(e)
         feats = graph.edata.get(etype, {})
-        cols = [new[at_d], new[at_s], hd, np.arange(a, b, dtype=np.int64)]
+        cols = [new[at_d], new[at_s], hd.astype(id_dtype(n_total)),
+                np.arange(a, b, dtype=_eid_dtype(graph, etype))]
         if trainer_ids:
             cols.append(piece[at_d])  # as DGL: an edge goes to its destination's trainer
         cols += [np.asarray(f[a:b]) for f in feats.values()]
@@ -342,7 +345,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         d = tid[etype[2]]
         key = etype_key(etype)
         eid_type = _eid_dtype(graph, etype)
-        eid_new = np.empty(len(dst_new), np.int64)
+        eid_new = np.empty(len(dst_new), out_index_dtype(graph))
         for p in mine:
             lo, hi = np.searchsorted(dst_new, layout.ranges[p, d], side="left")
             owned_lo, owned_hi = int(layout.ranges[p, 0, 0]), int(layout.ranges[p, -1, 1])
@@ -367,7 +370,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
                     files[f"{key}/{name}"] = writer.save(rel, values[lo:hi])
                 if trainer is not None:
                     files[f"{key}/trainer_id"] = writer.save(
-                        f"part{p}/edge_feat/{e}_trainer_id.npy", trainer[lo:hi])
+                        f"part{p}/edge_feat/{e}_trainer_id.npy", trainer[lo:hi].astype(np.int64))
             written.orig_eids[(e, p)] = eid_old[lo:hi].astype(eid_type)
             eid_new[lo:hi] = edge_ranges[p, e, 0] + np.arange(hi - lo)
         kept.append(_InEdges(src_new, dst_new, dst_old, eid_old, eid_new))
