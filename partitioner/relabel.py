@@ -45,6 +45,12 @@ def id_dtype(count: int) -> type[np.int32] | type[np.int64]:
     return np.int32 if count <= 2**31 - 1 else np.int64
 
 
+def edge_id_dtype(num_edges: int, num_dst: int) -> type[np.int32] | type[np.int64]:
+    """The dtype of one edge type's input edge ids as the presort keeps them (and
+    ``orig_eids`` stores them): int32 while the edges and the destination ids fit."""
+    return np.int32 if num_edges < 2**31 - 1 and num_dst < 2**31 - 1 else np.int64
+
+
 @dataclass
 class SortedEdges:
     """One edge type's edges in new-id order, with what the shard writer needs.
@@ -124,7 +130,7 @@ def presort_edges(graph: Graph) -> list[PresortedEdges]:
         # The kernel indexes by these ids and the relabel gathers by them: check them first.
         _check_ids(src, graph.num_nodes[etype[0]], etype, "source")
         _check_ids(dst, nd, etype, "destination")
-        eid_idx = np.int32 if m < 2**31 - 1 and nd < 2**31 - 1 else np.int64
+        eid_idx = edge_id_dtype(m, nd)
         idx = np.int32 if src_idx == np.int32 and m < 2**31 - 1 else np.int64
         src_i: np.ndarray = src.astype(idx)
         if offsets[tid[etype[0]]]:

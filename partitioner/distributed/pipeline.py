@@ -34,7 +34,7 @@ from ..format import ShardWriter, safe_name, write_config
 from ..graph import Graph, etype_key
 from ..memory import retained_heap
 from ..pipeline import ProgressReporter, base_config, check_options, feature_schema
-from ..relabel import id_dtype, out_index_dtype
+from ..relabel import edge_id_dtype, id_dtype, out_index_dtype
 from ..report import report_from_counts
 from ..shards import PartStats
 from .assign import assign_block
@@ -315,7 +315,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         a, b = share.edge_range(e)
         feats = graph.edata.get(etype, {})
         cols = [new[at_d], new[at_s], hd.astype(id_dtype(n_total)),
-                np.arange(a, b, dtype=_eid_dtype(graph, etype))]
+                np.arange(a, b, dtype=edge_id_dtype(graph.num_edges(etype), graph.num_nodes[etype[2]]))]
         if trainer_ids:
             cols.append(piece[at_d])  # as DGL: an edge goes to its destination's trainer
         cols += [np.asarray(f[a:b]) for f in feats.values()]
@@ -344,7 +344,7 @@ def _in_edges(comm: Any, graph: Graph, share: Share, layout: _Layout, mine: list
         rows = got[5 if trainer_ids else 4:]
         d = tid[etype[2]]
         key = etype_key(etype)
-        eid_type = _eid_dtype(graph, etype)
+        eid_type = edge_id_dtype(graph.num_edges(etype), graph.num_nodes[etype[2]])
         eid_new = np.empty(len(dst_new), out_index_dtype(graph))
         for p in mine:
             lo, hi = np.searchsorted(dst_new, layout.ranges[p, d], side="left")
@@ -453,7 +453,7 @@ def _original_ids(comm: Any, graph: Graph, num_parts: int, writer: ShardWriter,
         jobs.append(("orig_nids", ntype, t, np.dtype(np.int64), graph.num_nodes[ntype],
                      written.orig_nids))
     for e, etype in enumerate(graph.edges):
-        jobs.append(("orig_eids", etype_key(etype), e, np.dtype(_eid_dtype(graph, etype)),
+        jobs.append(("orig_eids", etype_key(etype), e, np.dtype(edge_id_dtype(graph.num_edges(etype), graph.num_nodes[etype[2]])),
                      graph.num_edges(etype), written.orig_eids))
     result: dict[str, Any] = {"orig_nids": {}, "orig_eids": {}}
     for kind, key, k, dtype, length, pieces in jobs:
@@ -470,13 +470,6 @@ def _original_ids(comm: Any, graph: Graph, num_parts: int, writer: ShardWriter,
                 if writer_of(p, size) == rank:
                     send_array(comm, pieces.pop((k, p)).astype(dtype, copy=False), 0)
     return result
-
-
-def _eid_dtype(graph: Graph, etype: tuple[str, str, str]) -> type[np.signedinteger]:
-    """The dtype of ``orig_eids``: the single-machine presort's edge ids
-    (:func:`partitioner.relabel.presort_edges`)."""
-    small = graph.num_edges(etype) < 2**31 - 1 and graph.num_nodes[etype[2]] < 2**31 - 1
-    return np.int32 if small else np.int64
 
 
 def send_array(comm: Any, array: np.ndarray, dest: int, *, budget: int = DEFAULT_BUDGET) -> None:
