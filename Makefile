@@ -1,5 +1,6 @@
 # The two commands in README: `make demo` (main job on a built-in default) and `make test`
-# (sets itself up on a fresh machine: the virtualenv, and openssh-server for the SSH tests).
+# (sets itself up on a fresh machine: the virtualenv, openssh-server, Open MPI and Slurm for the
+# multi-host tests).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
 
-.PHONY: setup sshd mpi demo test test-loaded lint layers typecheck docs bench figures clean
+.PHONY: setup sshd mpi slurm demo test test-loaded lint layers typecheck docs bench figures clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,17 +39,22 @@ sshd:
 mpi:
 	bash tests/setup_mpi.sh
 
+# Slurm (slurmctld, slurmd, srun) and munge for the Slurm tests, whose fixture starts its own
+# controller and two nodes on this machine (the same way as sshd).
+slurm:
+	bash tests/setup_slurm.sh
+
 demo: $(STAMP)
 	$(BIN)/python -m dglctl.demo
 
 # tests/bench runs every benchmark figure on a tiny graph (python -m bench.figures --smoke),
 # so a benchmark that breaks fails the suite.
-test: $(STAMP) sshd mpi
+test: $(STAMP) sshd mpi slurm
 	$(BIN)/python -m pytest -q tests
 
 # The same suite with two busy loops beside it (every wait in the tests derives from
 # DGLCTL_TEST_TIMEOUT, so it must pass on a loaded machine too).
-test-loaded: $(STAMP) sshd mpi
+test-loaded: $(STAMP) sshd mpi slurm
 	bash tests/run_loaded.sh $(BIN)/python
 
 lint: $(STAMP)

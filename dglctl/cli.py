@@ -44,10 +44,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 def _register() -> None:
-    from .commands import check, data, examples, jobs, launch
+    from .commands import check, data, examples, jobs, launch, slurm
 
     for command in [*data.COMMANDS, *launch.COMMANDS, *check.COMMANDS, *jobs.COMMANDS,
-                    *examples.COMMANDS]:
+                    *examples.COMMANDS, *slurm.COMMANDS]:
         cli.add_command(command)
 
 

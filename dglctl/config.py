@@ -22,7 +22,7 @@ from runtime.rpc.ip_config import DEFAULT_PORT as DEFAULT_PORT_BASE  # DGL's 300
 
 from .errors import ConfigError
 
-TRANSPORTS = ("local", "ssh")
+TRANSPORTS = ("local", "ssh", "slurm")
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,12 @@ class ClusterConfig:
     # The DGL ip_config.txt the hosts came from (``launch --ip-config``), else None; ``path``
     # is then the --cluster file that gave the other settings, or the ip_config itself.
     ip_config: str | None = None
+    # The file's own python and workspace (None: python not given), which the hosts it lists
+    # inherit; a Slurm cluster's nodes (found in the allocation, not listed) take them.
+    python: str | None = None
+    workspace: str = "~/dglctl-workspace"
+    # transport slurm: the Slurm job (allocation) whose nodes are the hosts.
+    slurm_job: str | None = None
 
     def source(self) -> dict[str, Any]:
         """What rebuilds this cluster later (recorded in a job's manifest): the cluster file,
@@ -286,6 +292,12 @@ def _is_ip(address: str) -> bool:
         return False
 
 
+def resolve_ip(address: str) -> str | None:
+    """The IP of ``address`` (itself if it is one); None when it does not resolve here."""
+    ip = _resolve(address)
+    return ip if _is_ip(ip) else None
+
+
 def _resolve(address: str) -> str:
     """The IP of ``address`` (itself if it is one; unresolvable names are left as they are,
     and rejected below with a hint to set ``data_address``)."""
@@ -395,7 +407,13 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     python = _python(path, "python", data.get("python", "python3"))
     workspace = _workspace(path, "workspace", data.get("workspace", "~/dglctl-workspace"))
     hosts_data = data.get("hosts")
-    if not isinstance(hosts_data, list) or not hosts_data:
+    if transport == "slurm":
+        if hosts_data is not None or data.get("spares") is not None:
+            raise ConfigError(f"{path}: transport slurm takes its hosts from the allocation "
+                              "(its nodes, in order): remove 'hosts' and 'spares'",
+                              hint="choose nodes with salloc/sbatch (-N, -w, --exclude)")
+        hosts_data = []
+    elif not isinstance(hosts_data, list) or not hosts_data:
         raise ConfigError(f"{path}: 'hosts' must be a non-empty list",
                           hint="e.g. hosts: [{address: 10.0.0.1}, {address: 10.0.0.2}]")
     spares_data = data.get("spares") or []
@@ -417,6 +435,8 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
     gpus = _typed(path, "gpus_per_host", data.get("gpus_per_host", 0), int, minimum=0)
     return ClusterConfig(
         path=path,
+        python=python if "python" in data else None,
+        workspace=workspace,
         hosts=tuple(hosts),
         spares=tuple(spares),
         transport=transport,

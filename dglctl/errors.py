@@ -68,6 +68,11 @@ class RemoteCommandFailed(HostError):
     """A command on a host exited non-zero (names host, command, code, last lines)."""
 
 
+class AllocationEnded(HostError):
+    """The Slurm job a cluster runs in has ended (scancel, its time limit, a node failure):
+    its nodes take no more job steps, and Slurm has ended every process of the job."""
+
+
 class CopyFailed(HostError):
     """A file could not be written on a host (full disk, quota, permissions); nothing
     partial is left there."""
@@ -154,6 +159,11 @@ class GroupError(DglctlError):
         if len(self.failures) == 1:
             only = self.failures[0]
             super().__init__(only.message, only.hint)
+            return
+        ended = [f.error for f in self.failures if isinstance(f.error, AllocationEnded)]
+        if len(ended) == len(self.failures):
+            # One cause for every host: the allocation (not a host) ended.
+            super().__init__(ended[0].message, ended[0].hint)
             return
         shared = hints.pop() if len(hints) == 1 else None
         lines = []

@@ -101,7 +101,11 @@ def parser() -> argparse.ArgumentParser:
                            help="start at the lines written since this Unix time")
             s.add_argument("--since-ago", type=float, default=None,
                            help="start at the lines written this many seconds ago")
-    sub.add_parser("serve", help="answer commands given as JSON lines on stdin, until EOF")
+    s = sub.add_parser("serve", help="answer commands given as JSON lines on stdin, until EOF")
+    s.add_argument("--ends-with-step", action="store_true",
+                   help="the host ends what this session started when the session ends (a "
+                        "Slurm job step): on SIGTERM (scancel, time limit), wait for those "
+                        "processes, then remove their jobs' shared memory")
     return p
 
 
@@ -121,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         from .serve import serve
 
+        if args.ends_with_step:
+            from .processes import clean_up_on_term
+
+            clean_up_on_term()
         return serve(run, parser)
     sys.stdout.write(json.dumps(run(args)))
     sys.stdout.flush()

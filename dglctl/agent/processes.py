@@ -75,11 +75,32 @@ def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     os.close(log)
+    STARTED.setdefault(args.job, (env.get("DGLCTL_SHM_DIR") or None, []))[1].append(proc.pid)
     # Read while the wrapper is this process's child: even if it has exited already, it is
     # not reaped before this agent exits, so its pid cannot name another process yet.
     leader = identity(proc.pid)
     write_private(job / f"{name}.leader.json", json.dumps(leader))
     return Started(proc.pid, str(job / f"{name}.log"), leader).to_json()
+
+
+# The process groups this agent started, by job (with the job's shared-memory folder): what
+# a session that ends with its Slurm step cleans up after (``clean_up_on_term``).
+STARTED: dict[str, tuple[str | None, list[int]]] = {}
+STEP_END_WAIT = 3.0  # seconds for the step's processes to end on SIGTERM (Slurm's KillWait: 30)
+
+
+def clean_up_on_term() -> None:
+    """On SIGTERM (a Slurm step ending: scancel, the time limit; every process of the step
+    gets it at once), wait up to ``STEP_END_WAIT`` s for the groups this agent started, then
+    remove their jobs' shared memory and sampler folders, which no process of the job would
+    remove (the servers' files outlive them), and exit 143."""
+    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
+        for job, (shm_dir, pgids) in STARTED.items():
+            wait_ended(pgids, STEP_END_WAIT)
+            _remove_job_files(job, shm_dir)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def cmd_wrap(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def run_check(cluster: ClusterConfig, part_config: Path | None, *,
     its shards (None: no partition, or not known)."""
     from ..errors import HostFailure
     from ..hosts.agent_client import AgentClient, PreflightReport
-    from ..hosts.transport import make_transport
+    from ..hosts.transports import make_transport
     from ..jobs import preflight as pf
     from ..jobs.launcher import LaunchOptions, read_part_config
     from ..jobs.plan import select_hosts

@@ -84,7 +84,7 @@ def preflight(cluster: Any, *, method: str, need: int) -> None:
     from ..errors import PreflightError
     from ..hosts.agent_client import AgentClient
     from ..hosts.group import fan_out
-    from ..hosts.transport import make_transport
+    from ..hosts.transports import make_transport
     from ..jobs import preflight as pf
 
     transports = [make_transport(h, cluster) for h in cluster.hosts]

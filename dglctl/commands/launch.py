@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import click
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from ..config import ClusterConfig
     from ..display import Display
     from ..jobs.plan import JobPlan
 
@@ -119,6 +121,12 @@ def _check_dgl_spelling(arg: str) -> None:
                    "max_restarts, else 0]")
 @click.option("--ip-config", type=click.Path(path_type=Path), default=None,
               help="Take the hosts from a DGL ip_config.txt instead of the cluster file.")
+@click.option("--slurm", is_flag=True,
+              help="Run on the nodes of the Slurm allocation this shell is in (salloc, "
+                   "sbatch): processes start as job steps (srun), no SSH; data addresses are "
+                   "the nodes' NodeAddr, trainers per node --ntasks-per-node. Other settings "
+                   "from a --cluster YAML with 'transport: slurm'. [default: on when "
+                   "SLURM_JOB_ID is set and neither --cluster nor --ip-config is given]")
 @click.option("--detach", is_flag=True, help="Leave the job running; follow with status/logs.")
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (every process: host, role, rank, argv, env, ports) and "
@@ -131,7 +139,7 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
            part_config: Path, num_servers: int | None, num_trainers: int | None,
            num_samplers: int | None, num_gpus: int | None, feature_cache_gb: float | None,
            port_base: int | None, max_restarts: int | None,
-           ip_config: Path | None,
+           ip_config: Path | None, slurm: bool,
            detach: bool, dry_run: bool, json_mode: bool) -> None:
     """Run SCRIPT on every host of the cluster: servers, trainers, samplers, supervised.
 
@@ -162,11 +170,24 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
         script, script_args = Path(script_args[0]), script_args[1:]
     if script_args[:1] == ("--",):
         script_args = script_args[1:]  # SCRIPT -- ARGS: the separator is not the script's
+    display = app.display(json_mode)
     if ip_config is not None:
+        if slurm:
+            raise ConfigError("--slurm and --ip-config both name the hosts: give one",
+                              hint="inside an allocation, --slurm takes its nodes")
         base = load_cluster_config(cluster_path) if cluster_path else None
         cluster = cluster_from_ip_config(ip_config, base)
     else:
-        cluster = load_cluster_config(cluster_path or DEFAULT_CLUSTER)
+        base = load_cluster_config(cluster_path) if cluster_path else None
+        if not slurm and base is None and os.environ.get("SLURM_JOB_ID"):
+            slurm = True
+            display.info(f"note: inside Slurm job {os.environ['SLURM_JOB_ID']}: launching "
+                         "on its nodes through srun (--slurm); give --cluster for another "
+                         "cluster")
+        if slurm or (base is not None and base.transport == "slurm"):
+            cluster = slurm_cluster(base, detach)
+        else:
+            cluster = base or load_cluster_config(DEFAULT_CLUSTER)
     cluster = cluster.with_overrides(
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, gpus_per_host=num_gpus, port_base=port_base,
@@ -174,7 +195,6 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     opts = LaunchOptions(script=script, script_args=tuple(script_args), part_config=part_config,
                          detach=detach, port_base_explicit=port_base is not None,
                          module=module, workdir=workdir)
-    display = app.display(json_mode)
     launcher = Launcher(cluster, opts, display)
     if dry_run:
         plan = launcher.dry_run()
@@ -189,6 +209,24 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     code = launcher.run()
     if code:
         raise click.exceptions.Exit(code)
+
+
+def slurm_cluster(base: ClusterConfig | None, detach: bool) -> ClusterConfig:
+    """The cluster of this shell's Slurm allocation, with ``base``'s other settings (a YAML
+    of ``transport: slurm``); a clear error outside an allocation or with another transport."""
+    from ..hosts.slurm_alloc import cluster_from_allocation, current_allocation
+
+    if base is not None and base.transport != "slurm":
+        raise ConfigError(f"--slurm: {base.path} is a cluster of transport {base.transport} "
+                          "(its hosts are listed there)",
+                          hint="drop --slurm to use it, or set 'transport: slurm' and remove "
+                               "its hosts to take the allocation's nodes")
+    if detach:
+        raise ConfigError("--detach cannot go with --slurm: a job step ends with the srun "
+                          "that started it, so the job lives as long as its launcher",
+                          hint="to run unattended, submit it: 'dglctl slurm-script ... > "
+                               "job.sh; sbatch job.sh'")
+    return cluster_from_allocation(current_allocation(), base)
 
 
 def render_plan(plan: JobPlan, display: Display) -> None:

@@ -22,6 +22,7 @@ from ..agent.protocol import (
     StopReport,
 )
 from ..config import FROM_HOST, Host
+from ..errors import RemoteCommandFailed
 from .agent_session import ENABLED as SESSIONS
 from .agent_session import AgentSession, SessionBroken
 from .group import fan_out
@@ -58,7 +59,7 @@ class AgentClient:
     def open_session(self) -> None:
         """Keep one agent process on the host for the calls that follow (see
         ``agent_session``); a no-op when sessions are off or one is open."""
-        if self.session is None and SESSIONS:
+        if self.session is None and (SESSIONS or self.transport.processes_need_session):
             self.session = AgentSession(self.transport)
 
     def close_session(self) -> None:
@@ -98,6 +99,12 @@ class AgentClient:
         With ``lease`` (seconds), the wrapper ends it (TERM, KILL after ``grace``) once the
         job's lease on the host has not been renewed for that long."""
         extra = [] if lease is None else ["--lease", str(lease), "--grace", str(grace)]
+        if self.transport.processes_need_session and self.session is None:
+            # A command of its own would end, and the host would end what it started.
+            raise RemoteCommandFailed(
+                f"host {self.host.name}: its agent session has ended, and a process started "
+                "outside it would end with the command that started it",
+                hint="see the host's Slurm job steps ('squeue -s') and 'dglctl logs'")
         r = self._call("start", *self._job(job), "--name", name, "--cwd", cwd,
                        "--argv", json.dumps(list(argv)), *extra)
         return Started.from_json(r)

@@ -29,8 +29,11 @@ class AgentSession:
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
+        # A session whose host ends what it started with it (a Slurm step) cleans up the
+        # jobs' shared memory when the host ends it (scancel, time limit).
+        step = ["--ends-with-step"] if transport.processes_need_session else []
         self._stream: Stream | None = transport.open_stream(
-            [transport.python(), *AGENT, "serve"])
+            [transport.python(), *AGENT, "serve", *step])
         self._buf = b""
         self._lock = threading.Lock()
 

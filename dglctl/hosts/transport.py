@@ -63,12 +63,93 @@ class Stream:
         self.send, self.recv, self.close = send, recv, close
 
 
+def run_here(argv: list[str], timeout: float, host: str,
+             new_session: bool = False) -> tuple[int, str, str]:
+    """Run ``argv`` on this machine (for ``host``); ``(exit code, stdout, stderr)``.
+    ``new_session``: out of this terminal's process group (Ctrl-C is the launcher's)."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL, start_new_session=new_session)
+    except subprocess.TimeoutExpired:
+        raise RemoteCommandFailed(f"host {host}: {shlex.join(argv[:4])} ... took "
+                                  f"longer than {timeout:.0f}s") from None
+    return p.returncode, p.stdout, p.stderr
+
+
+def popen_stream(argv: list[str], new_session: bool = False) -> Stream:
+    """Start ``argv`` here with its stdin and stdout connected to this process (stderr
+    dropped); closing waits 5 s for it to end after its stdin closes, then kills it.
+    ``new_session``: out of this terminal's process group, as in ``run_here``."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, start_new_session=new_session)
+    stdin, stdout = p.stdin, p.stdout
+    assert stdin is not None and stdout is not None  # both are PIPEs
+    out = stdout.fileno()
+
+    def recv(timeout: float) -> bytes | None:
+        ready, _, _ = select.select([out], [], [], max(0.0, timeout))
+        return os.read(out, 1 << 16) if ready else None
+
+    def send(data: bytes) -> None:
+        stdin.write(data)
+        stdin.flush()
+
+    def close() -> None:
+        with contextlib.suppress(OSError):
+            stdin.close()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        stdout.close()
+
+    return Stream(send, recv, close)
+
+
+def write_local(path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
+    """Write ``data`` (or the file ``source``) to ``path`` on this machine atomically, the
+    file created with ``mode`` before its first byte; what was written."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+    # Whatever is at the temporary name (a stale copy, or a link another user planted to
+    # read what comes) is removed, never written through: the file is created anew
+    # (O_EXCL, O_NOFOLLOW) with ``mode``, made exact (the umask may narrow it) before its
+    # first byte.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            if source is not None:
+                read = HashedRead(source)
+                for chunk in read.chunks():
+                    f.write(chunk)
+                sent = read.sent()
+            else:
+                f.write(data or b"")
+                sent = Sent.of(data or b"")
+        os.replace(tmp, dest)
+        return sent
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 class Transport:
     """What the launcher needs of one host: run a command, write a file (the two primitives
     each transport supplies), and what is built on them (agent calls, atomic copies).
 
     Constructing one does no I/O; ``close()`` (or leaving a ``with`` block) releases it.
     """
+
+    # Whether the host ends what a command started once that command ends (a Slurm job
+    # step): the job's processes must then be started from the agent session, which lives
+    # as long as the launch.
+    processes_need_session = False
 
     def __init__(self, host: Host, cluster: ClusterConfig) -> None:
         self.host = host
@@ -108,6 +189,11 @@ class Transport:
     def open_stream(self, argv: list[str]) -> Stream:
         """Start ``argv`` on the host with its stdin and stdout connected to this process."""
         raise NotImplementedError
+
+    def shares_workspace(self) -> bool:
+        """Whether the host's workspace is this machine's file system (what is written here
+        is the host's; a Slurm cluster's shared home). Each local host has its own folder."""
+        return False
 
     # shared -----------------------------------------------------------------------------------
     def agent(self, *args: str, timeout: float = 60.0) -> Any:
@@ -169,69 +255,13 @@ class LocalTransport(Transport):
         return sys.executable
 
     def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                               stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise RemoteCommandFailed(f"host {self.host.name}: {shlex.join(argv[:4])} ... took "
-                                      f"longer than {timeout:.0f}s") from None
-        return p.returncode, p.stdout, p.stderr
+        return run_here(argv, timeout, self.host.name)
 
     def open_stream(self, argv: list[str]) -> Stream:
-        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
-        stdin, stdout = p.stdin, p.stdout
-        assert stdin is not None and stdout is not None  # both are PIPEs
-        out = stdout.fileno()
-
-        def recv(timeout: float) -> bytes | None:
-            ready, _, _ = select.select([out], [], [], max(0.0, timeout))
-            return os.read(out, 1 << 16) if ready else None
-
-        def send(data: bytes) -> None:
-            stdin.write(data)
-            stdin.flush()
-
-        def close() -> None:
-            with contextlib.suppress(OSError):
-                stdin.close()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            stdout.close()
-
-        return Stream(send, recv, close)
+        return popen_stream(argv)
 
     def write_file(self, path: str, data: bytes | None, source: Path | None, mode: int) -> Sent:
-        dest = Path(path)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
-        # Whatever is at the temporary name (a stale copy, or a link another user planted to
-        # read what comes) is removed, never written through: the file is created anew
-        # (O_EXCL, O_NOFOLLOW) with ``mode``, made exact (the umask may narrow it) before its
-        # first byte.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), mode)
-                if source is not None:
-                    read = HashedRead(source)
-                    for chunk in read.chunks():
-                        f.write(chunk)
-                    sent = read.sent()
-                else:
-                    f.write(data or b"")
-                    sent = Sent.of(data or b"")
-            os.replace(tmp, dest)
-            return sent
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        return write_local(path, data, source, mode)
 
 
 class SSHTransport(Transport):
@@ -395,8 +425,3 @@ class SSHTransport(Transport):
         for c in self._hops:
             c.close()
         self._hops = []
-
-
-def make_transport(host: Host, cluster: ClusterConfig) -> Transport:
-    """The transport the cluster config asks for."""
-    return (LocalTransport if cluster.transport == "local" else SSHTransport)(host, cluster)

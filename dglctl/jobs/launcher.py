@@ -38,7 +38,8 @@ from ..errors import (
 from ..hosts.agent_client import AgentClient, PreflightReport, ProcState
 from ..hosts.group import fan_out
 from ..hosts.netif import interface_of
-from ..hosts.transport import Transport, make_transport
+from ..hosts.transport import Transport
+from ..hosts.transports import make_transport
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import (
@@ -301,7 +302,17 @@ class Launcher:
         t0 = time.perf_counter()
         self._progress = self.display.progress("copy")
         try:
-            stats = fan_out(self.clients, self._copy_host)
+            # Hosts whose workspace is this machine's file system (a cluster's shared home):
+            # one after another, so that what the first wrote the next finds in place.
+            shared = fan_out(self.transports, lambda i, t: t.shares_workspace())
+            if any(shared):
+                names = ", ".join(h.name for h, s in zip(self.hosts, shared, strict=True) if s)
+                self.display.info(f"      the workspace is on a file system this machine "
+                                  f"shares with {names}: each file is written once, here")
+            apart = fan_out(self.clients, lambda i, c: None if shared[i] else
+                            self._copy_host(i, c))
+            stats = [r if r is not None else self._copy_host(i, c)
+                     for i, (c, r) in enumerate(zip(self.clients, apart, strict=True))]
         finally:
             self._progress.finish()
         dt = max(time.perf_counter() - t0, 1e-6)

@@ -29,7 +29,8 @@ from runtime.env import DEFAULT_TIMEOUT
 from ..config import ClusterConfig, Host, cluster_from_record, load_cluster_source
 from ..errors import ConfigError, DglctlError
 from ..hosts.agent_client import ProcState, ProcStatus
-from ..hosts.transport import Transport, make_transport
+from ..hosts.transport import Transport
+from ..hosts.transports import make_transport
 
 __all__ = ["HostRecord", "JobManifest", "JobState", "ProcRecord", "ProcState", "ProcStatus",
            "dglctl_home", "list_jobs", "new_job_id", "transports_for"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import ClusterConfig, Host, SSHSettings
 from ..hosts.agent_client import AgentClient, ProcStatus
-from ..hosts.transport import make_transport
+from ..hosts.transports import make_transport
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, probe_job
 from .stop import stop_job

@@ -18,7 +18,7 @@ import pytest
 from dglctl.agent import __main__ as agent
 from dglctl.config import load_cluster_config
 from dglctl.hosts.agent_client import AgentClient, ProcStatus
-from dglctl.hosts.transport import make_transport
+from dglctl.hosts.transports import make_transport
 from dglctl.jobs.manifest import HostRecord, JobManifest, JobState, ProcRecord, new_job_id
 from tests.conftest import TIMEOUT
 from tests.dglctl.conftest import run_cli as run
