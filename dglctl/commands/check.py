@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import HostError
-from .launch import DEFAULT_CLUSTER
+from .launch import resolve_cluster
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -32,11 +32,14 @@ SHOW_PORTS = 8  # busy ports listed per host in the text report (--json lists th
 @click.option("--num-gpus", type=int, default=None, metavar="N",
               help="GPUs per host, as 'launch --num-gpus': each host must have N "
                    "[default: the cluster YAML's gpus_per_host].")
+@click.option("--slurm", is_flag=True,
+              help="Check the nodes of this shell's Slurm allocation, as 'launch --slurm' "
+                   "[default: on inside an allocation when no --cluster is given].")
 @click.option("--json", "json_mode", is_flag=True,
               help="One JSON object: every host's findings and the list of problems.")
 @click.pass_obj
 def check(app: Any, cluster_path: Path | None, part_config: Path | None,
-          port_base: int | None, num_gpus: int | None, json_mode: bool) -> None:
+          port_base: int | None, num_gpus: int | None, slurm: bool, json_mode: bool) -> None:
     """Check every host as 'dglctl launch' would, without starting anything.
 
     \b
@@ -49,12 +52,10 @@ def check(app: Any, cluster_path: Path | None, part_config: Path | None,
     (each named as launch's preflight names it). An unreachable host is reported as that
     host's problem; the other hosts are still checked.
     """
-    from ..config import load_cluster_config
-
-    cluster = load_cluster_config(cluster_path or DEFAULT_CLUSTER).with_overrides(
+    display = app.display(json_mode)
+    cluster = resolve_cluster(cluster_path, slurm, display, what="checking").with_overrides(
         port_base=port_base, gpus_per_host=num_gpus)
     result, copies = run_check(cluster, part_config, explicit_port=port_base is not None)
-    display = app.display(json_mode)
     display.json(check_json(cluster, result, copies, explicit_port=port_base is not None))
     render_check(cluster, result, copies, display)
     if not result.ok:

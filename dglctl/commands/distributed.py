@@ -144,17 +144,24 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
         if on:
             rank_args.append(flag)
     logs = (logs or out.parent / f"{out.name}.logs").absolute()
-    logs.mkdir(parents=True, exist_ok=True)
     if cluster_path is not None:
         from ..config import load_cluster_config
 
         cluster = load_cluster_config(cluster_path)
+        if cluster.transport == "slurm":
+            raise ConfigError(f"{cluster_path}: partition --distributed does not run its "
+                              "ranks as Slurm job steps yet (transport slurm)",
+                              hint="inside the allocation, run it on one node with --ranks "
+                                   "N, or give an SSH cluster file of the nodes")
         if cluster.transport != "local":
+            # Before the logs folder: a host that fails preflight leaves nothing behind.
             preflight(cluster, method=method, need=_input_bytes(input_path))
+        logs.mkdir(parents=True, exist_ok=True)
         argv = mpi.cluster_command(cluster, rank_args, logs, sys.executable)
         where = f"{len(cluster.hosts)} hosts of {cluster_path}"
     else:
         count = ranks or num_parts
+        logs.mkdir(parents=True, exist_ok=True)
         argv = mpi.local_command(count, rank_args, python=sys.executable)
         where = f"{count} ranks on this machine"
     progress = PhaseProgress(display, total=6 if out_edges else 5)

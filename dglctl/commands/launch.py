@@ -178,16 +178,7 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
         base = load_cluster_config(cluster_path) if cluster_path else None
         cluster = cluster_from_ip_config(ip_config, base)
     else:
-        base = load_cluster_config(cluster_path) if cluster_path else None
-        if not slurm and base is None and os.environ.get("SLURM_JOB_ID"):
-            slurm = True
-            display.info(f"note: inside Slurm job {os.environ['SLURM_JOB_ID']}: launching "
-                         "on its nodes through srun (--slurm); give --cluster for another "
-                         "cluster")
-        if slurm or (base is not None and base.transport == "slurm"):
-            cluster = slurm_cluster(base, detach)
-        else:
-            cluster = base or load_cluster_config(DEFAULT_CLUSTER)
+        cluster = resolve_cluster(cluster_path, slurm, display, detach=detach)
     cluster = cluster.with_overrides(
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, gpus_per_host=num_gpus, port_base=port_base,
@@ -209,6 +200,23 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     code = launcher.run()
     if code:
         raise click.exceptions.Exit(code)
+
+
+def resolve_cluster(cluster_path: Path | None, slurm: bool, display: Display, *,
+                    detach: bool = False, what: str = "launching") -> ClusterConfig:
+    """The cluster a command runs on: ``--cluster``'s YAML, the Slurm allocation's nodes
+    (``--slurm``, a YAML of ``transport: slurm``, or this shell inside an allocation with no
+    ``--cluster``: said in a note), else the local default."""
+    from ..config import load_cluster_config
+
+    base = load_cluster_config(cluster_path) if cluster_path else None
+    if not slurm and base is None and os.environ.get("SLURM_JOB_ID"):
+        slurm = True
+        display.info(f"note: inside Slurm job {os.environ['SLURM_JOB_ID']}: {what} on its "
+                     "nodes through srun (--slurm); give --cluster for another cluster")
+    if slurm or (base is not None and base.transport == "slurm"):
+        return slurm_cluster(base, detach)
+    return base or load_cluster_config(DEFAULT_CLUSTER)
 
 
 def slurm_cluster(base: ClusterConfig | None, detach: bool) -> ClusterConfig:

@@ -104,7 +104,8 @@ def cluster_from_allocation(alloc: Allocation, base: ClusterConfig | None) -> Cl
     ``base`` (a cluster YAML with ``transport: slurm``), else the defaults. Trainers per node
     follow ``--ntasks-per-node`` and GPUs ``SLURM_GPUS_ON_NODE``, unless the YAML sets them."""
     where = base.path if base is not None else f"Slurm job {alloc.job_id}"
-    template = base if base is not None else ClusterConfig(path=where, hosts=())
+    template = base if base is not None else ClusterConfig(path=where, hosts=(),
+                                                           trainers_given=False)
     # The launcher's own interpreter unless the YAML names one: inside an allocation the
     # nodes share its file system (and srun passes PATH on to them).
     python = template.python or sys.executable

@@ -185,6 +185,10 @@ class Launcher:
         old = _raise_on_signals()
         started = False
         try:
+            if any(t.processes_need_session for t in self.transports):
+                # Each command a job step (srun: a few hundred ms): from the preflight on,
+                # one step per node answers them all.
+                fan_out(self.clients, lambda i, c: c.open_session())
             self._step(1, "preflight", self.preflight)
             self._step(2, "copy", self.copy)
             started = True

@@ -118,7 +118,7 @@ def test_unsafe_cluster_values_are_refused(data, key, value):
 
 @pytest.mark.unit
 def test_sensible_cluster_values_stay_valid():
-    for name in ("local.yaml", "cluster.example.yaml"):
+    for name in ("local.yaml", "cluster.example.yaml", "slurm.example.yaml"):
         load_cluster_config(CONFIGS / name)
     c = parse_cluster_config(_cluster(
         workspace="~", python="python3.11", ssh={"key": "keys/id_ed25519", "user": "deploy.bot",

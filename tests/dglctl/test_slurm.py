@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from dglctl.cli import main
+from dglctl.config import parse_cluster_config
+from dglctl.hosts.slurm_alloc import cluster_from_allocation
 from dglctl.jobs.manifest import list_jobs
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
@@ -215,3 +217,64 @@ def test_scancel_mid_job_leaves_nothing(slurm, graph_parts, tmp_path, home):
     cause = f"Slurm job {alloc} was cancelled (scancel)"
     assert job.state == "failed" and cause in job.result["cause"], (job.result, err[-2000:])
     assert cause in err
+
+
+def test_check_inside_an_allocation_checks_its_nodes(slurm, graph_parts, tmp_path, home):
+    """No --cluster inside an allocation: the allocation's nodes are checked."""
+    r = slurm.run("salloc", "-N2", sys.executable, "-m", "dglctl", "check", "--json",
+                  "--part-config", str(graph_parts), timeout=30 * TIMEOUT,
+                  env={"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert [h["name"] for h in report["hosts"]] == list(NODES)
+    assert [h["data_address"] for h in report["hosts"]] == list(NODES.values())
+    assert report["problems"] == []
+
+
+def test_files_go_through_a_step_where_the_workspace_is_not_shared(in_slurm, tmp_path):
+    """The path a node whose workspace this machine cannot see takes (here every node shares
+    this machine's disk, so the detection is overruled): bytes through srun's stdin, the file
+    in place atomically with its mode, the node's checksum that of the bytes sent."""
+    from dglctl.hosts.agent_client import AgentClient
+    from dglctl.hosts.slurm_alloc import current_allocation
+    from dglctl.hosts.transports import make_transport
+
+    r = in_slurm.run("salloc", "-N2", "--no-shell", timeout=10 * TIMEOUT)
+    job = re.search(r"Granted job allocation (\d+)", r.stderr)
+    assert job, r.stderr
+    try:
+        cluster = parse_cluster_config({"transport": "slurm", "workspace": str(tmp_path / "ws"),
+                                        "python": sys.executable}, "s.yaml")
+        env = {"SLURM_JOB_ID": job.group(1), "SLURM_JOB_NODELIST": "n[1-2]"}
+        cluster = cluster_from_allocation(current_allocation(env), cluster)
+        t = make_transport(cluster.hosts[1], cluster)
+        assert t.shares_workspace()  # one machine: the marker is seen
+        t._shared = False
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(3 << 20))
+        sent = t.put(big, "data/big.bin")
+        small = t.put_bytes(b"token", "jobs/x/env.json", mode=0o600)
+        got = AgentClient(t).checksums(t.workspace, ["data/big.bin", "jobs/x/env.json"])
+        assert got["data/big.bin"].xxh3_128 == sent.xxh3_128
+        assert got["jobs/x/env.json"].xxh3_128 == small.xxh3_128
+        assert (tmp_path / "ws" / "data" / "big.bin").read_bytes() == big.read_bytes()
+        assert (tmp_path / "ws" / "jobs" / "x" / "env.json").stat().st_mode & 0o777 == 0o600
+        assert not list((tmp_path / "ws" / "data").glob(".*tmp*"))  # no temporary left
+    finally:
+        in_slurm.run("scancel", job.group(1))
+    assert in_slurm.settled() == ([], [])
+
+
+def test_a_job_past_its_time_limit_ends_with_that_cause(slurm, graph_parts, tmp_path, home):
+    """salloc -t 1: Slurm ends the job a minute in (its time-limit check runs every 30 s or
+    so); the launch says why, and nothing is left."""
+    env = {"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
+    r = slurm.run("salloc", "-N2", "-t", "1", sys.executable, "-m", "dglctl", "launch",
+                  "--cluster", str(_cluster(tmp_path)), "--part-config", str(graph_parts),
+                  TRAINER, "sleep", timeout=60 * TIMEOUT + 120, env=env, cwd=str(tmp_path))
+    assert r.returncode != 0
+    job = list_jobs()[-1]
+    assert "reached its time limit" in job.result["cause"], (job.result, r.stderr[-2000:])
+    assert "reached its time limit" in r.stderr
+    assert leftovers(job.job_id) == ([], [])
+    assert slurm.settled() == ([], [])
