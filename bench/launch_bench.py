@@ -85,14 +85,17 @@ def _first_step_time(text: str) -> float | None:
 
 
 def launch_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
-                timeout: float = 600.0) -> dict[str, Any]:
+                timeout: float = 600.0, prefix: tuple[str, ...] = (),
+                env: dict[str, str] | None = None) -> dict[str, Any]:
     """``dglctl launch`` of the first-step script, to the end; seconds to the first step
     (the step's own clock, so log streaming adds nothing), to the launcher's exit, and the
-    launcher's own steps (its "NAME done in Xs" lines)."""
-    cmd = [sys.executable, "-m", "dglctl", "launch", "--cluster", str(cluster_file),
+    launcher's own steps (its "NAME done in Xs" lines). ``prefix`` goes before the command
+    (``salloc -N2``: the allocation's time counts), ``env`` into its environment."""
+    cmd = [*prefix, sys.executable, "-m", "dglctl", "launch", "--cluster", str(cluster_file),
            "--part-config", str(part_config), str(script)]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(work), timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**cli_env(work), **(env or {})}, timeout=timeout)
     total = time.time() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"dglctl launch exited {proc.returncode}: "
