@@ -93,6 +93,30 @@ def mpi() -> tuple[str | None, str | None, str | None]:
     return found["mpi"], None, found.get("parmetis_error")
 
 
+def arrival_address() -> tuple[str, str | None]:
+    """The address this host was reached at, the one the cluster's network knows it by, and
+    why there is none: over SSH, sshd's ``SSH_CONNECTION`` ("client-ip client-port server-ip
+    server-port"); in a Slurm job step, the node's ``NodeAddr`` (``scontrol show node``)
+    resolved here, where the cluster's names resolve."""
+    words = os.environ.get("SSH_CONNECTION", "").split()
+    if len(words) == 4:
+        return words[2], None
+    node = os.environ.get("SLURMD_NODENAME")
+    if not node:
+        return "", "not reached over SSH (no SSH_CONNECTION): its address is not known"
+    try:
+        out = subprocess.run(["scontrol", "--oneliner", "show", "node", node],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "", f"Slurm node {node}: scontrol failed ({e})"
+    fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+    addr = fields.get("NodeAddr") or node
+    try:
+        return socket.gethostbyname(addr), None
+    except OSError:
+        return "", f"Slurm node {node}: its NodeAddr {addr!r} does not resolve on the node"
+
+
 def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
     """Python and dglctl versions, busy ports on the bind address, free disk, writable workspace."""
     from dglctl import __version__
@@ -110,12 +134,7 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
         writable = False
     busy, bind_error, bind = [], None, args.bind
     if bind == SSH_ARRIVAL:
-        # sshd's "client-ip client-port server-ip server-port": the address this host was
-        # reached at, the one the cluster's network knows it by.
-        words = os.environ.get("SSH_CONNECTION", "").split()
-        bind = words[2] if len(words) == 4 else ""
-        if not bind:
-            bind_error = "not reached over SSH (no SSH_CONNECTION): its address is not known"
+        bind, bind_error = arrival_address()
     if bind_error is None:
         with socket.socket() as s:
             try:

@@ -18,7 +18,9 @@ from typing import Any
 
 AGENT_MODULE = "dglctl.agent"  # python -m AGENT_MODULE CMD ...
 JOBS_DIR = "jobs"  # a host's job folders: WORKSPACE/jobs/JOB/
-SSH_ARRIVAL = "@ssh"  # preflight --bind: the address the host's SSH connection arrived at
+# preflight --bind: the address the host was reached at: its SSH connection's, or in a Slurm
+# job step its node's NodeAddr as the node itself resolves it.
+SSH_ARRIVAL = "@ssh"
 # A copy in flight over SSH: its private folder beside the destination (hosts.transport),
 # which prune leaves alone (on a shared workspace, another host's copy may be under way).
 COPY_TEMP_PREFIX = ".dglctl-tmp"

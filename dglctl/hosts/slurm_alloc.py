@@ -17,8 +17,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..config import ClusterConfig, Host, SSHSettings, check_loopback, resolve_ip
-from ..errors import ConfigError, DglctlError
+from ..config import FROM_HOST, ClusterConfig, Host, SSHSettings, check_loopback, resolve_ip
+from ..errors import DglctlError
 
 HOW_TO_ALLOCATE = ("run it inside an allocation: 'salloc -N2' then the same command, or "
                    "'dglctl slurm-script ... > job.sh; sbatch job.sh'")
@@ -112,12 +112,9 @@ def cluster_from_allocation(alloc: Allocation, base: ClusterConfig | None) -> Cl
     hosts = []
     for node in alloc.nodes:
         address = alloc.addresses[node]
-        ip = resolve_ip(address)
-        if ip is None:
-            raise ConfigError(
-                f"{where}: node {node}'s NodeAddr {address!r} does not resolve to an IP "
-                "address here (servers bind to it and ip_config.txt lists it)",
-                hint="set NodeAddr in slurm.conf to the node's IP on the data network")
+        # A NodeAddr only the nodes resolve (the cluster's own DNS): the node's agent
+        # resolves it at preflight, as a compute node behind a login node over SSH.
+        ip = resolve_ip(address) or FROM_HOST
         hosts.append(Host(address=node, name=node, data_address=ip, ssh=SSHSettings(),
                           python=python, workspace=template.workspace))
     check_loopback(where, hosts)

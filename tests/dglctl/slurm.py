@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -136,7 +137,10 @@ def start_slurm(root: Path) -> TestSlurm:
     proctrack = "proctrack/cgroup" if _cgroup_ok() else "proctrack/linuxproc"
     host = socket.gethostname()
     lines = [
-        "ClusterName=dglctltest", f"SlurmctldHost={host}(127.0.0.1)",
+        # Job ids of their own: two test clusters at once (two test runs) never share a
+        # job's cgroup (slurm/uid_0/job_N under the freezer).
+        "ClusterName=dglctltest", f"FirstJobId={random.randrange(1000, 10**6, 1000)}",
+        f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={ctld_port}", f"SlurmdPort={slurmd_port}",
         "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
         f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool/%n",

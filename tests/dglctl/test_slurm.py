@@ -278,3 +278,15 @@ def test_a_job_past_its_time_limit_ends_with_that_cause(slurm, graph_parts, tmp_
     assert "reached its time limit" in r.stderr
     assert leftovers(job.job_id) == ([], [])
     assert slurm.settled() == ([], [])
+
+
+def test_a_nodes_agent_finds_its_own_node_address(in_slurm, tmp_path):
+    """Preflight's address for a NodeAddr only the nodes resolve: in a step, the agent asks
+    scontrol for its node's NodeAddr and resolves it there."""
+    r = in_slurm.run("salloc", "-N2", "srun", "--overlap", "-N1", "-n1", "-w", "n2",
+                     sys.executable, "-m", "dglctl.agent", "preflight", "--workspace",
+                     str(tmp_path / "ws"), "--bind", "@ssh", "--ports", "",
+                     timeout=20 * TIMEOUT, env={"PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert (report["bind_address"], report["bind_error"]) == (NODES["n2"], None), report

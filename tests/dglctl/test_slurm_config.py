@@ -10,7 +10,7 @@ import pytest
 
 from dglctl.cli import main
 from dglctl.commands.slurm import sbatch_script
-from dglctl.config import parse_cluster_config
+from dglctl.config import FROM_HOST, parse_cluster_config
 from dglctl.errors import ConfigError
 from dglctl.hosts.slurm_alloc import Allocation, _count, cluster_from_allocation
 from dglctl.hosts.transports import make_transport
@@ -52,10 +52,11 @@ def test_tasks_and_gpus_per_node_follow_the_allocation_unless_the_yaml_sets_them
     assert {(h.python, h.workspace) for h in c.hosts} == {("/opt/py", "/scratch/ws")}
 
 
-def test_a_node_address_that_does_not_resolve_is_named():
-    with pytest.raises(ConfigError, match="node n2's NodeAddr 'nowhere.invalid'"):
-        cluster_from_allocation(_alloc(addresses={"n1": "127.0.0.1",
-                                                  "n2": "nowhere.invalid"}), None)
+def test_a_node_address_only_the_nodes_resolve_is_learnt_at_preflight():
+    c = cluster_from_allocation(_alloc(addresses={"n1": "127.0.0.1", "n2": "nowhere.invalid"}),
+                                None)
+    assert c.hosts[0].data_address == "127.0.0.1"
+    assert c.hosts[1].data_address == FROM_HOST and c.hosts[1].data_address_from_host
 
 
 def test_loopback_and_real_node_addresses_do_not_mix():
