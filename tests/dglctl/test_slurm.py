@@ -143,12 +143,13 @@ def test_a_failing_batch_job_exits_with_the_launchs_code(slurm, graph_parts, tmp
     assert "JobState=FAILED" in shown and "ExitCode=1:0" in shown, shown
 
 
-def _sleeping_job(slurm, graph_parts, tmp_path, home):
-    """``salloc -N2 dglctl launch ... trainer.py sleep`` started: its process and the job's
-    manifest once both trainers sleep."""
+def _sleeping_job(slurm, graph_parts, tmp_path, home, tasks_per_node: int = 1):
+    """``salloc -N2 --ntasks-per-node T dglctl launch ... trainer.py sleep`` started: its
+    process and the job's manifest once every trainer sleeps."""
     env = {**slurm.env, "DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        ["salloc", "-N2", sys.executable, "-m", "dglctl", "launch", "--cluster",
+        ["salloc", "-N2", f"--ntasks-per-node={tasks_per_node}", sys.executable, "-m",
+         "dglctl", "launch", "--cluster",
          str(_cluster(tmp_path)), "--part-config", str(graph_parts), TRAINER, "sleep"],
         env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 12 * TIMEOUT
@@ -156,7 +157,7 @@ def _sleeping_job(slurm, graph_parts, tmp_path, home):
         time.sleep(0.5)
         jobs = list_jobs()
         trainers = [p for p in jobs[-1].procs if p.role == "trainer"] if jobs else []
-        if len(trainers) == 2 and all(
+        if len(trainers) == 2 * tasks_per_node and all(
                 Path(p.log).exists() and b"sleeping" in Path(p.log).read_bytes()
                 for p in trainers):
             return proc, jobs[-1]
@@ -174,12 +175,14 @@ def in_slurm(slurm, monkeypatch):
 
 def test_status_and_stop_from_outside_the_allocation(in_slurm, graph_parts, tmp_path, home,
                                                      capsys):
-    proc, job = _sleeping_job(in_slurm, graph_parts, tmp_path, home)
+    # --ntasks-per-node 2: two trainers a node (the YAML sets none).
+    proc, job = _sleeping_job(in_slurm, graph_parts, tmp_path, home, tasks_per_node=2)
     try:
         assert main(["status", job.job_id, "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["state"] == "running"
-        assert {p["host"] for p in status["processes"]} == set(NODES)
+        trainers = [p["host"] for p in status["processes"] if p["role"] == "trainer"]
+        assert sorted(trainers) == ["n1", "n1", "n2", "n2"], status
         assert main(["logs", job.job_id]) == 0
         assert "sleeping" in capsys.readouterr().out
         assert main(["stop", job.job_id]) == 0
