@@ -104,8 +104,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="answer commands given as JSON lines on stdin, until EOF")
     s.add_argument("--ends-with-step", action="store_true",
                    help="the host ends what this session started when the session ends (a "
-                        "Slurm job step): on SIGTERM (scancel, time limit), wait for those "
-                        "processes, then remove their jobs' shared memory")
+                        "Slurm job step): at the end of input or on SIGTERM (scancel, time "
+                        "limit), end those processes, then remove their jobs' shared memory")
     return p
 
 
@@ -125,11 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         from .serve import serve
 
-        if args.ends_with_step:
-            from .processes import clean_up_on_term
+        if not args.ends_with_step:
+            return serve(run, parser)
+        from .processes import end_started, end_with_step
 
-            clean_up_on_term()
-        return serve(run, parser)
+        # The step ends with this process, and Slurm then ends what it started; first this
+        # agent ends them itself and removes their shared memory (a launcher that closed
+        # the session after its teardown left nothing to do; one killed outright did).
+        end_with_step()
+        try:
+            return serve(run, parser)
+        finally:
+            end_started()
     sys.stdout.write(json.dumps(run(args)))
     sys.stdout.flush()
     return 0

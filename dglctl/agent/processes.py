@@ -84,20 +84,30 @@ def cmd_start(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # The process groups this agent started, by job (with the job's shared-memory folder): what
-# a session that ends with its Slurm step cleans up after (``clean_up_on_term``).
+# a session that ends with its Slurm step cleans up after (``end_with_step``).
 STARTED: dict[str, tuple[str | None, list[int]]] = {}
-STEP_END_WAIT = 3.0  # seconds for the step's processes to end on SIGTERM (Slurm's KillWait: 30)
+STEP_END_WAIT = 3.0  # seconds for the step's processes to end on TERM (Slurm's KillWait: 30)
 
 
-def clean_up_on_term() -> None:
-    """On SIGTERM (a Slurm step ending: scancel, the time limit; every process of the step
-    gets it at once), wait up to ``STEP_END_WAIT`` s for the groups this agent started, then
-    remove their jobs' shared memory and sampler folders, which no process of the job would
-    remove (the servers' files outlive them), and exit 143."""
-    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
-        for job, (shm_dir, pgids) in STARTED.items():
+def end_started() -> None:
+    """End the process groups this agent started (TERM; KILL after ``STEP_END_WAIT`` s),
+    then remove their jobs' shared memory and sampler folders, which no process of a job
+    removes (the servers' files outlive them)."""
+    for job, (shm_dir, pgids) in STARTED.items():
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pgid in live_groups(pgids):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, sig)
             wait_ended(pgids, STEP_END_WAIT)
-            _remove_job_files(job, shm_dir)
+        _remove_job_files(job, shm_dir)
+
+
+def end_with_step() -> None:
+    """For a session that is its Slurm step: on SIGTERM (scancel, the time limit: every
+    process of the step gets it at once) end what it started and clean up, then exit 143.
+    (Its end of input, the launcher gone, calls ``end_started`` too: see ``__main__``.)"""
+    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
+        end_started()
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -293,3 +294,38 @@ def test_a_nodes_agent_finds_its_own_node_address(in_slurm, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)
     assert (report["bind_address"], report["bind_error"]) == (NODES["n2"], None), report
+
+
+def test_ctrl_c_in_the_allocation_stops_the_job_and_its_steps(slurm, graph_parts, tmp_path,
+                                                              home):
+    proc, job = _sleeping_job(slurm, graph_parts, tmp_path, home)
+    try:
+        os.kill(job.launcher["pid"], signal.SIGINT)  # the launcher, as a terminal's Ctrl-C
+        out, err = proc.communicate(timeout=12 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    assert leftovers(job.job_id) == ([], [])
+    assert slurm.settled() == ([], [])
+    assert list_jobs()[-1].state == "stopped"
+
+
+def test_a_sigkilled_launcher_leaves_nothing_in_the_allocation(slurm, graph_parts, tmp_path,
+                                                               home):
+    """The launcher killed outright: its srun processes see their stdin close, each node's
+    agent step ends, and Slurm ends what the step started (no lease to wait for)."""
+    proc, job = _sleeping_job(slurm, graph_parts, tmp_path, home)
+    try:
+        os.kill(job.launcher["pid"], signal.SIGKILL)
+        proc.communicate(timeout=12 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    deadline = time.monotonic() + 6 * TIMEOUT
+    while leftovers(job.job_id) != ([], []) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert leftovers(job.job_id) == ([], [])
+    assert slurm.settled() == ([], [])
