@@ -45,14 +45,15 @@ def sbatch_script(launch_args: list[str], *, workdir: Path, python: str,
 @click.argument("launch_args", nargs=-1, type=click.UNPROCESSED,
                 metavar="[LAUNCH OPTIONS] SCRIPT [ARGS]...")
 @click.option("--nodes", "-N", type=click.IntRange(1), default=2, show_default=True,
-              help="Nodes (hosts: one partition each; the partition must have as many).")
+              help="Nodes: one graph part each (the --part-config needs as many parts).")
 @click.option("--ntasks-per-node", type=click.IntRange(1), default=None,
-              help="Trainers per node [default: the cluster YAML's, else 1].")
+              help="Trainers per node, unless the cluster YAML sets trainers_per_host "
+                   "[default: Slurm's, one task a node].")
 @click.option("--gpus-per-node", type=click.IntRange(0), default=None,
               help="GPUs per node (one trainer each, unless --ntasks-per-node says).")
 @click.option("--time", "-t", "time_limit", default=None, metavar="TIME",
               help="Time limit, as sbatch takes it (e.g. 2:00:00, 1-00:00:00).")
-@click.option("--partition", "-p", default=None, help="Slurm partition.")
+@click.option("--partition", "-p", default=None, help="Slurm partition (queue).")
 @click.option("--account", "-A", default=None, help="Account to charge.")
 @click.option("--job-name", "-J", default="dglctl", show_default=True)
 @click.option("--output", "-o", default="dglctl-%j.out", show_default=True,
