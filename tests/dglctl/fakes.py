@@ -94,6 +94,12 @@ class FakeTransport:
     def resolved(self) -> None:
         return None  # not reached over SSH
 
+    processes_need_session = False  # a command's processes outlive it, as over SSH
+
+    def shares_workspace(self) -> bool:
+        self.calls.append(("shares_workspace",))
+        return False  # its files are its own: copied to it
+
     def open_stream(self, argv: list[str]) -> Stream:
         """An in-memory ``agent serve``: each request line is answered by ``agent``."""
         self.calls.append(("open_stream", tuple(argv)))

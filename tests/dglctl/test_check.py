@@ -62,9 +62,9 @@ def test_check_passes_on_the_local_cluster(parts, home, local_cluster, capsys):
 @pytest.mark.multiprocess
 def test_without_cluster_the_default_local_cluster_is_checked(home, local_cluster, capsys,
                                                               monkeypatch):
-    from dglctl.commands import check
+    from dglctl.commands import launch
 
-    monkeypatch.setattr(check, "DEFAULT_CLUSTER", local_cluster)
+    monkeypatch.setattr(launch, "DEFAULT_CLUSTER", local_cluster)  # check's default too
     code, out, err = run(["check"], capsys)
     assert code == 0, out + err
     assert out.startswith(f"cluster {local_cluster}: 2 host(s)")

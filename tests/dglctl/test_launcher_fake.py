@@ -20,6 +20,7 @@ from dglctl.errors import (
     RemoteCommandFailed,
 )
 from dglctl.hosts.agent_client import AgentClient, ProcState, ProcStatus, probe_hosts
+from dglctl.hosts.slurm_transport import SlurmTransport
 from dglctl.hosts.transport import LocalTransport, SSHTransport, Transport
 from dglctl.jobs.launcher import Launcher, LaunchOptions
 from dglctl.jobs.manifest import JobManifest, JobState
@@ -41,6 +42,7 @@ def test_the_fake_has_exactly_the_real_transports_methods():
     assert _public_methods(LocalTransport) == real
     assert _public_methods(SSHTransport) == real
     assert _public_methods(FakeTransport) == real
+    assert _public_methods(SlurmTransport) == real | {"srun"}  # its command line, tested
 
 
 def launcher(parts, local_cluster, *, explicit_port=False, env=None, part=2):
