@@ -215,8 +215,7 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
 
         kind = detect_format(input_path) if fmt == "auto" else fmt
         method = check_options(
-            {"balance_ntypes": balance_ntypes, "balance_edges": balance_edges,
-             "objtype": objtype, "memory_limit": memory_limit, "regime": regime,
+            {"balance_ntypes": balance_ntypes, "objtype": objtype, "memory_limit": memory_limit, "regime": regime,
              "estimate": estimate, "delimiter": delimiter, "node_data": node_data,
              "num_nodes": num_nodes, "split": split},
             fmt=kind, method="random" if assignment is not None else method,
@@ -225,7 +224,8 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
                         graph_name=graph_name or _default_graph_name(input_path),
                         num_parts=num_parts, out=out, method=method, assignment=assignment,
                         save_assignment=save_assignment, halo_hops=halo_hops,
-                        balance_train=balance_train, imbalance=imbalance, seed=seed,
+                        balance_train=balance_train, balance_edges=balance_edges,
+                        imbalance=imbalance, seed=seed,
                         trainers_per_machine=trainers_per_machine, out_edges=out_edges,
                         overwrite=overwrite, ranks=ranks, cluster_path=cluster_path, logs=logs,
                         timeout=STOP_WAIT)

@@ -17,7 +17,7 @@ from ..errors import ConfigError, Interrupted
 FORMATS = ("npz", "chunked")
 METHODS = ("parmetis", "random")
 # The single-machine options a distributed run does not take, with their defaults.
-SINGLE_MACHINE_ONLY = {"balance_ntypes": None, "balance_edges": False, "objtype": "cut",
+SINGLE_MACHINE_ONLY = {"balance_ntypes": None, "objtype": "cut",
                        "memory_limit": None, "regime": "auto", "estimate": False,
                        "delimiter": None, "node_data": (), "num_nodes": None, "split": None}
 
@@ -117,7 +117,7 @@ def preflight(cluster: Any, *, method: str, need: int) -> None:
 def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str,
                     num_parts: int, out: Path, method: str, assignment: Path | None,
                     save_assignment: Path | None, halo_hops: int, balance_train: bool,
-                    imbalance: float, seed: int, trainers_per_machine: int, out_edges: bool,
+                    balance_edges: bool, imbalance: float, seed: int, trainers_per_machine: int, out_edges: bool,
                     overwrite: bool, ranks: int | None, cluster_path: Path | None,
                     logs: Path | None, timeout: float) -> None:
     """Run the ranks, show rank 0's phases, and print the report of what they wrote."""
@@ -139,7 +139,8 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
         rank_args += ["--assignment", str(assignment.absolute())]
     if save_assignment is not None:
         rank_args += ["--save-assignment", str(save_assignment.absolute())]
-    for flag, on in (("--no-balance-train", not balance_train), ("--no-out-edges", not out_edges),
+    for flag, on in (("--no-balance-train", not balance_train), ("--balance-edges", balance_edges),
+                     ("--no-out-edges", not out_edges),
                      ("--overwrite", overwrite)):
         if on:
             rank_args.append(flag)

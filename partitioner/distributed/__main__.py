@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--imbalance", type=float, default=1.03)
     p.add_argument("--no-balance-train", action="store_true")
+    p.add_argument("--balance-edges", action="store_true", help="also balance in-degree")
     p.add_argument("--no-out-edges", action="store_true")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--budget-mb", type=float, default=64.0,
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         config: dict[str, Any] | None = partition_distributed(
             comm, graph, args.graph_name, args.num_parts, args.out, method=args.method,
             assignment=args.assignment, halo_hops=args.halo_hops,
-            balance_train=not args.no_balance_train, imbalance=args.imbalance, seed=args.seed,
+            balance_train=not args.no_balance_train, balance_edges=args.balance_edges,
+            imbalance=args.imbalance, seed=args.seed,
             trainers_per_machine=args.trainers_per_machine, out_edges=not args.no_out_edges,
             overwrite=args.overwrite, save_assignment=args.save_assignment,
             reporter=_StderrPhases(args.progress == "json") if args.progress else None,

@@ -112,6 +112,7 @@ def partition_distributed(
     assignment: str | Path | np.ndarray | None = None,
     halo_hops: int = 1,
     balance_train: bool = True,
+    balance_edges: bool = False,
     imbalance: float = 1.03,
     seed: int = 0,
     trainers_per_machine: int = 1,
@@ -129,8 +130,10 @@ def partition_distributed(
     whose ``files`` lists every part's files (a host that does not share rank 0's file system
     holds only the parts its ranks wrote). Returns the config on rank 0, None elsewhere.
 
-    ``method`` is ``parmetis`` (:mod:`partitioner.methods.parmetis`) or ``random`` (the same
-    draw as the single-machine partitioner's); ``assignment`` gives every node's part instead.
+    ``method`` is ``parmetis`` (:mod:`partitioner.methods.parmetis`; it balances nodes, the
+    training nodes with ``balance_train`` and in-degree with ``balance_edges``) or ``random``
+    (the same draw as the single-machine partitioner's); ``assignment`` gives every node's
+    part instead.
     The files are those :func:`partitioner.pipeline.partition_graph` writes for the same
     assignment, byte for byte; halos of 0 or 1 hop. ``node_chunks`` / ``edge_chunks`` (the
     input's chunk sizes per type) make a rank's share its chunk where there is one per rank.
@@ -156,7 +159,12 @@ def partition_distributed(
                               f"{size} ranks")
         block = assign_block(comm, graph, share, num_parts, trainers_per_machine, method=method,
                              assignment=assignment, seed=seed, imbalance=imbalance,
-                             balance_train=balance_train, budget=budget)
+                             balance_train=balance_train, balance_edges=balance_edges,
+                             budget=budget)
+        if block.unbalanced and clock.reporter is not None:
+            clock.reporter.note(f"{block.library} balances {block.balanced[0]} only: the "
+                                f"report gives the balance reached on "
+                                f"{', '.join(block.unbalanced)}")
         clock.start("relabel", "contiguous id ranges per part and type")
         layout = _relabel(comm, graph, share, block.piece, trainers_per_machine, num_parts)
         writer = ShardWriter(tmp, output=out)

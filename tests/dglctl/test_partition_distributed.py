@@ -116,10 +116,15 @@ def test_ranks_write_what_one_machine_writes(inputs, tmp_path, source, ranks):
 def test_a_local_cluster_runs_one_rank_per_host(inputs, tmp_path, local_cluster):
     r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
                 str(tmp_path / "out"), "--distributed", "--cluster", str(local_cluster),
-                "--json", "--logs", str(tmp_path / "logs"))
+                "--json", "--logs", str(tmp_path / "logs"), "--balance-edges")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["quality"]["ranks"] == 2 and doc["part_method"] == "parmetis"
+    # The ranks were asked for in-degree; PT-Scotch balances the first weight only, and says
+    # (rank 0's note: on stderr without --json, in its log always).
+    said = (tmp_path / "logs" / "rank-0.log").read_text()
+    assert "ptscotch balances nodes only" in said and "train, in-degree" in said, said
+    assert doc["balance"] == ["nodes"]
     assert doc["_logs"] == str(tmp_path / "logs")
     assert (tmp_path / "logs" / "rank-0.log").exists()
 
@@ -130,7 +135,7 @@ def test_a_local_cluster_runs_one_rank_per_host(inputs, tmp_path, local_cluster)
     (["--ranks", "2"], "--ranks is for a partition on MPI ranks"),
     (["--distributed", "--method", "metis"], "parmetis or random, not metis"),
     (["--distributed", "--halo-hops", "2"], "halos of 0 or 1 hop"),
-    (["--distributed", "--balance-edges"], "does not take --balance-edges"),
+    (["--distributed", "--balance-ntypes", "label"], "does not take --balance-ntypes"),
     (["--distributed", "--regime", "lean", "--objtype", "vol"],
      "does not take --objtype, --regime"),
 ])

@@ -28,6 +28,7 @@ from tests.partitioner.mpi_ranks import json_line, run_ranks
 pytestmark = pytest.mark.multiprocess
 
 FAULT_SCRIPT = Path(__file__).parent / "scripts" / "distributed_fault.py"
+WEIGHTS_SCRIPT = Path(__file__).parent / "scripts" / "block_weights.py"
 
 
 def _input(tmp_path: Path, hetero: bool) -> tuple[Graph, Path]:
@@ -137,16 +138,57 @@ def _check_round_trip(g: Graph, out: Path) -> dict:
     return config
 
 
-@pytest.mark.parametrize(("hetero", "ranks"), [(False, 2), (True, 3), (False, 4)])
-def test_parmetis_on_ranks_owns_every_node_and_edge_once(tmp_path, hetero, ranks):
+@pytest.mark.parametrize(("hetero", "ranks", "balance_edges"),
+                         [(False, 2, False), (True, 3, True), (False, 4, False)])
+def test_parmetis_on_ranks_owns_every_node_and_edge_once(tmp_path, hetero, ranks,
+                                                         balance_edges):
     g, inp = _input(tmp_path, hetero)
-    report = _distributed(ranks, inp, tmp_path / "dist", "--num-parts", "4")
+    extra = ["--balance-edges"] if balance_edges else []
+    report = _distributed(ranks, inp, tmp_path / "dist", "--num-parts", "4", *extra)
     config = _check_round_trip(g, tmp_path / "dist")
     q = report["quality"]
     assert config["part_method"] == "parmetis" and q["library"] == "ptscotch"
+    # PT-Scotch balances the first constraint only: the config says so; the report gives
+    # the balance reached on the others (in-degree is the parts' inner edges).
+    assert config["balance"] == ["nodes"], config["balance"]
     assert q["balance"]["nodes"] <= 1.1, q
+    assert {"edges", "train_nodes"} <= set(q["balance"]), q
     random_cut = partition_graph(g, "g", 4, tmp_path / "random", method="random")
     assert q["edge_cut"] < 0.5 * random_cut["quality"]["edge_cut"], q
+
+
+@pytest.mark.parametrize(("hetero", "ranks"), [(False, 2), (True, 3)])
+def test_in_degree_is_counted_in_the_symmetrising_exchange(hetero, ranks):
+    """--balance-edges: each node's in-degree over every edge type (self-loops and duplicates
+    included, as the single-machine weights count them) comes with the symmetric rows, which
+    stay the same: both directions of every edge, no self-loop, no duplicate."""
+    from tests.partitioner.scripts.block_weights import loopy_graph
+
+    got = json_line(run_ranks(ranks, [str(WEIGHTS_SCRIPT), "hetero" if hetero else "homo"]))
+    g = loopy_graph(hetero)
+    offsets = g.node_offsets()
+    degree = np.zeros(g.total_nodes, np.int64)
+    train = np.zeros(g.total_nodes, np.int64)
+    pairs = []
+    for (s, _, d), (src, dst) in g.edges.items():
+        hs = src + offsets[g.ntypes.index(s)]
+        hd = dst + offsets[g.ntypes.index(d)]
+        degree += np.bincount(hd, minlength=g.total_nodes)
+        pairs += [np.stack([hs, hd], 1), np.stack([hd, hs], 1)]
+    assert any(np.any(src == dst) for src, dst in g.edges.values())  # the case is there
+    for t, ntype in enumerate(g.ntypes):
+        if "train_mask" in g.ndata.get(ntype, {}):
+            train[offsets[t]:offsets[t + 1]] = g.ndata[ntype]["train_mask"]
+    both = np.unique(np.concatenate(pairs), axis=0)
+    both = both[both[:, 0] != both[:, 1]]
+    without, with_degree = got["False"], got["True"]
+    assert without["names"] == ["nodes", "train"]
+    assert with_degree["names"] == ["nodes", "train", "in-degree"]
+    assert np.array_equal(np.asarray(with_degree["weights"]),
+                          np.stack([np.ones(g.total_nodes, np.int64), train, degree], 1))
+    for run in (without, with_degree):
+        assert np.array_equal(np.unique(np.asarray(run["pairs"]), axis=0), both)
+        assert len(run["pairs"]) == len(both)  # no duplicate row
 
 
 def _no_rank_left(marker: str) -> None:
