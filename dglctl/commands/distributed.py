@@ -179,6 +179,7 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
     from ..jobs.manifest import JobState
     from ..jobs.mpi_job import MpiJob
 
+    before = _identity(out)  # the ranks' commit puts a new folder there
     job = MpiJob(argv, script="dglctl partition --distributed",
                  args=[str(input_path), "--num-parts", str(num_parts), "--out", str(out)],
                  part_config=out / f"{graph_name}.json", timeout=timeout)
@@ -192,26 +193,51 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
     except _Stop as stop:
         output.close()
         job.stop()
-        job.record_end(JobState.STOPPED, f"stopped by {signal.Signals(stop.signum).name}")
+        name = signal.Signals(stop.signum).name
         mpi.remove_leftovers(out, timeout)
-        raise Interrupted(f"stopped by {signal.Signals(stop.signum).name}: every rank ended, "
-                          f"nothing written to {out}", signum=stop.signum) from None
+        if _identity(out) != before:  # the ranks had put the partition in place
+            job.record_end(JobState.SUCCEEDED, f"{name} came after the ranks had written "
+                           f"{out}", over_stop=True)
+            raise Interrupted(f"stopped by {name}, but the ranks had already written {out}: "
+                              f"the partition is complete", signum=stop.signum) from None
+        job.record_end(JobState.STOPPED, f"stopped by {name}")
+        raise Interrupted(f"stopped by {name}: every rank ended, nothing written to {out}",
+                          signum=stop.signum) from None
     finally:
         job.close()
     run = output.finish(code)
-    if stopped:
+    finished = _identity(out) != before
+    if stopped and not finished:
         mpi.remove_leftovers(out, timeout)
         raise Interrupted(f"job {job.job_id} was stopped by 'dglctl stop': every rank ended, "
                           f"nothing written to {out}", signum=signal.SIGTERM)
-    if run.returncode != 0 or run.result is None:
+    if stopped:
+        # The stop came between the ranks' commit and mpiexec's end: the partition is whole.
+        mpi.remove_leftovers(out, timeout)
+        job.record_end(JobState.SUCCEEDED, "'dglctl stop' came after the ranks had written "
+                       f"{out}", over_stop=True)
+        progress.note(f"job {job.job_id} was stopped by 'dglctl stop' after the ranks had "
+                     f"written {out}: the partition is complete")
+    elif run.returncode != 0 or run.result is None:
         error = mpi.failure(run, logs)
         job.record_end(JobState.FAILED, error.message)
         mpi.remove_leftovers(out, timeout)
         raise error
-    job.record_end(JobState.SUCCEEDED, None)
+    else:
+        job.record_end(JobState.SUCCEEDED, None)
     config = read_config(out / f"{graph_name}.json")
     display.result(format_report(config))
-    display.result(f"\nwrote {config.file} on {run.result['quality'].get('ranks')} ranks")
+    display.result(f"\nwrote {config.file} on {config['quality'].get('ranks')} ranks")
     display.json({k: v for k, v in config.items() if k != "files"}
                  | {"_path": str(config.file), "_dir": str(config.dir), "_logs": str(logs),
                     "_job": job.job_id})
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path``, None where nothing is: a run's commit (a rename of
+    its temporary folder into place) changes it, so a stop can tell whether it came after."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

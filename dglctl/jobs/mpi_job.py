@@ -108,10 +108,12 @@ class MpiJob:
         """End mpiexec (TERM to its group, KILL after the job's timeout): its ranks end."""
         stop_job(self.manifest, [self.client], grace=self.timeout)
 
-    def record_end(self, state: JobState, cause: str | None) -> None:
-        """Record how the job ended (what ``dglctl status`` shows)."""
+    def record_end(self, state: JobState, cause: str | None, *,
+                   over_stop: bool = False) -> None:
+        """Record how the job ended (what ``dglctl status`` shows); a stop already recorded
+        stays, unless ``over_stop`` (the job had finished when the stop came)."""
         def ended(m: JobManifest) -> None:
-            if m.state not in (JobState.STOPPING, JobState.STOPPED):
+            if over_stop or m.state not in (JobState.STOPPING, JobState.STOPPED):
                 m.state = state
             m.ended = time.time()
             if cause:

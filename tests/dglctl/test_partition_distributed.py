@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from partitioner.format import read_config
 from partitioner.generate import generate_graph
 from partitioner.readers import write_chunked, write_npz
 from tests.conftest import TIMEOUT
@@ -171,6 +172,14 @@ def _in_assign(big: Path, out: Path, parts: int) -> tuple[subprocess.Popen, str]
     return proc, seen
 
 
+def _hold(ranks: list[int], count: int, seen: str) -> None:
+    """SIGSTOP the ranks: held where they are, they cannot finish before the test's stop on a
+    busy machine (the stop's SIGKILL, after SIGTERM's grace, ends a stopped process)."""
+    assert len(ranks) == count, (ranks, seen)
+    for pid in ranks:
+        os.kill(pid, signal.SIGSTOP)
+
+
 @pytest.mark.multiprocess
 def test_a_rank_killed_mid_run_is_named_and_nothing_is_left(big, tmp_path):
     out = tmp_path / "out"
@@ -193,8 +202,9 @@ def test_a_rank_killed_mid_run_is_named_and_nothing_is_left(big, tmp_path):
 @pytest.mark.multiprocess
 def test_ctrl_c_ends_every_rank_and_leaves_nothing(big, tmp_path):
     out = tmp_path / "out"
-    proc, _ = _in_assign(big, out, 2)
+    proc, seen = _in_assign(big, out, 2)
     try:
+        _hold(_processes(str(out)), 2, seen)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=6 * TIMEOUT)
     finally:
@@ -211,6 +221,7 @@ def test_status_logs_and_stop_see_the_partition_as_a_job(big, tmp_path, home):
     out = tmp_path / "out"
     proc, seen = _in_assign(big, out, 2)
     try:
+        _hold(_processes(str(out)), 2, seen)
         job = re.search(r"job (\d{4}-[0-9a-f]{6}) \(", seen).group(1)
         listed = json.loads(_dglctl("status", "--json").stdout)
         (mine,) = [j for j in listed if j["job"] == job]
@@ -232,6 +243,35 @@ def test_status_logs_and_stop_see_the_partition_as_a_job(big, tmp_path, home):
     _nothing_left(out)
     status = json.loads(_dglctl("status", job, "--json").stdout)
     assert status["state"] == "stopped", status
+
+
+@pytest.mark.multiprocess
+def test_a_stop_after_the_ranks_wrote_the_partition_says_it_is_complete(big, tmp_path, home):
+    out = tmp_path / "out"
+    proc, seen = _in_assign(big, out, 2)
+    try:
+        # mpiexec held: the ranks write and put the partition in place, mpiexec cannot end.
+        (mpiexec,) = [pid for pid in _processes(str(out), ranks_only=False)
+                      if Path(f"/proc/{pid}/exe").resolve().name.startswith(("mpiexec",
+                                                                            "orterun"))]
+        os.kill(mpiexec, signal.SIGSTOP)
+        deadline = time.monotonic() + 12 * TIMEOUT
+        while not (out / "big.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (out / "big.json").exists(), seen
+        job = re.search(r"job (\d{4}-[0-9a-f]{6}) \(", seen).group(1)
+        assert _dglctl("stop", job).returncode == 0
+        out_text, err = proc.communicate(timeout=6 * TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "after the ranks had written" in err and "the partition is complete" in err, err
+    assert "edge cut" in out_text and read_config(out / "big.json").num_parts == 2
+    status = json.loads(_dglctl("status", job, "--json").stdout)
+    assert status["state"] == "succeeded", status
+    assert _processes(str(out), ranks_only=False) == []
 
 
 @pytest.fixture(scope="module")
