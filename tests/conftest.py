@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -77,6 +78,39 @@ def small_hetero() -> Graph:
 
 
 # -- every test says what it needs: exactly one of these markers (pyproject.toml lists them) --
+
+# A process started later inherits an ignored or a blocked signal through exec.
+_WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def pytest_configure(config):
+    """A runner started in the background by a shell without job control (``cmd &`` in a
+    script) has SIGINT ignored, and so would every process the tests start: a Python started
+    that way installs no KeyboardInterrupt handler, and the tests of Ctrl-C would press it on
+    deaf processes. The tests' processes get it as a terminal's foreground job does."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found():
+    """Every test leaves the runner's handlers of SIGINT, SIGTERM and SIGHUP and its main
+    thread's signal mask as it found them: a leak makes the processes of later tests deaf to
+    Ctrl-C (a Python started with SIGINT ignored installs no KeyboardInterrupt handler). The
+    test that changed them fails, and they are put back for the rest."""
+    handlers = {s: signal.getsignal(s) for s in _WATCHED_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    changed = [f"{signal.Signals(s).name}: {handlers[s]!r} -> {signal.getsignal(s)!r}"
+               for s in _WATCHED_SIGNALS if signal.getsignal(s) != handlers[s]]
+    now = signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if now != mask:
+        changed.append(f"mask: {sorted(mask)} -> {sorted(now)}")
+    for s, h in handlers.items():
+        if h is not None:
+            signal.signal(s, h)
+    assert not changed, "the test left the runner's signals changed: " + "; ".join(changed)
+
 
 KINDS = ("unit", "multiprocess", "ssh")
 _UNMARKED = pytest.StashKey[list[str]]()
