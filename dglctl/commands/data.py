@@ -215,9 +215,10 @@ def partition(app, input_path, fmt, delimiter, node_data, num_nodes, split, grap
 
         kind = detect_format(input_path) if fmt == "auto" else fmt
         method = check_options(
-            {"balance_ntypes": balance_ntypes, "objtype": objtype, "memory_limit": memory_limit, "regime": regime,
-             "estimate": estimate, "delimiter": delimiter, "node_data": node_data,
-             "num_nodes": num_nodes, "split": split},
+            {"balance_ntypes": balance_ntypes, "objtype": objtype,
+             "memory_limit": memory_limit, "regime": regime, "estimate": estimate,
+             "delimiter": delimiter, "node_data": node_data, "num_nodes": num_nodes,
+             "split": split},
             fmt=kind, method="random" if assignment is not None else method,
             halo_hops=halo_hops, ranks=ranks, cluster=cluster_path)
         run_distributed(display, input_path=input_path, fmt=kind,

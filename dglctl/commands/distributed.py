@@ -117,8 +117,8 @@ def preflight(cluster: Any, *, method: str, need: int) -> None:
 def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str,
                     num_parts: int, out: Path, method: str, assignment: Path | None,
                     save_assignment: Path | None, halo_hops: int, balance_train: bool,
-                    balance_edges: bool, imbalance: float, seed: int, trainers_per_machine: int, out_edges: bool,
-                    overwrite: bool, ranks: int | None, cluster_path: Path | None,
+                    balance_edges: bool, imbalance: float, seed: int,
+                    trainers_per_machine: int, out_edges: bool, overwrite: bool, ranks: int | None, cluster_path: Path | None,
                     logs: Path | None, timeout: float) -> None:
     """Run the ranks, show rank 0's phases, and print the report of what they wrote."""
     import sys
@@ -206,14 +206,12 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
     finally:
         job.close()
     run = output.finish(code)
-    finished = _identity(out) != before
-    if stopped and not finished:
-        mpi.remove_leftovers(out, timeout)
-        raise Interrupted(f"job {job.job_id} was stopped by 'dglctl stop': every rank ended, "
-                          f"nothing written to {out}", signum=signal.SIGTERM)
     if stopped:
-        # The stop came between the ranks' commit and mpiexec's end: the partition is whole.
         mpi.remove_leftovers(out, timeout)
+        if _identity(out) == before:
+            raise Interrupted(f"job {job.job_id} was stopped by 'dglctl stop': every rank "
+                              f"ended, nothing written to {out}", signum=signal.SIGTERM)
+        # The stop came between the ranks' commit and mpiexec's end: the partition is whole.
         job.record_end(JobState.SUCCEEDED, "'dglctl stop' came after the ranks had written "
                        f"{out}", over_stop=True)
         progress.note(f"job {job.job_id} was stopped by 'dglctl stop' after the ranks had "
