@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -474,12 +475,40 @@ def _commit(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+WRITER_MARK = ".writer-"  # a file in a temporary folder: "HOST PID" of one of its writers
+
+
+def mark_writer(folder: Path, name: str) -> Path:
+    """Record that this process writes into the temporary ``folder`` (``name`` tells writers
+    apart, e.g. ``rank-2``): :func:`remove_stale_temps` leaves the folder alone while any
+    writer recorded there lives on this host, whichever process's PID the folder is named by.
+    Returns the mark, which the writer removes before the folder is put in place."""
+    mark = Path(folder) / f"{WRITER_MARK}{name}"
+    mark.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    return mark
+
+
+def _writer_alive(folder: Path) -> bool:
+    """Whether a writer :func:`mark_writer` recorded in ``folder`` still lives on this host."""
+    host = socket.gethostname()
+    for mark in folder.glob(f"{WRITER_MARK}*"):
+        try:
+            where, pid = mark.read_text().split()
+            if where == host and _pid_alive(int(pid)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def remove_stale_temps(target: Path) -> list[Path]:
     """Remove the temporary folders dead runs left beside ``target``; return them.
 
     Those are ``.NAME.tmp-PID`` (and ``.NAME.tmp-PID-*``) folders in ``target``'s parent whose
-    process PID no longer exists. A live PID's folder is never touched, this process's own
-    neither. PIDs are this host's: a folder shared between hosts should get one writer at a time.
+    process PID no longer exists, and none of whose writers recorded with :func:`mark_writer`
+    (ranks of one run writing into one folder) lives on. A live process's folder is never
+    touched, this process's own neither. PIDs are this host's: a folder shared between hosts
+    should get one writer at a time.
     """
     target = Path(target)
     pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-(\d+)(?:-.*)?")
@@ -493,7 +522,7 @@ def remove_stale_temps(target: Path) -> list[Path]:
         if found is None or entry.is_symlink() or not entry.is_dir():
             continue
         pid = int(found.group(1))
-        if pid == os.getpid() or _pid_alive(pid):
+        if pid == os.getpid() or _pid_alive(pid) or _writer_alive(entry):
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)

@@ -107,12 +107,19 @@ def cluster_command(cluster: ClusterConfig, rank_args: Sequence[str], folder: Pa
 
 @dataclass
 class RankError:
-    """The first error a rank reported (or the signal that ended it)."""
+    """The error a rank reported (or the signal that ended it)."""
 
     rank: int
     host: str
     message: str
     hint: str | None = None
+    consequence: str | None = None  # why it follows from another rank's failure
+
+    @classmethod
+    def of(cls, rank: int, doc: dict[str, Any]) -> RankError:
+        """The error a rank's failure record (``partitioner.distributed.failure``) gives."""
+        return cls(rank, str(doc.get("host") or "?"), str(doc["error"]), doc.get("hint"),
+                   doc.get("consequence"))
 
 
 @dataclass
@@ -121,7 +128,8 @@ class MpiRun:
 
     returncode: int
     result: dict[str, Any] | None = None
-    error: RankError | None = None
+    error: RankError | None = None  # the root cause
+    consequences: list[RankError] = field(default_factory=list)  # what failed after it
     logs: dict[int, Path] = field(default_factory=dict)
     tails: dict[int, deque[str]] = field(default_factory=dict)  # last stderr lines per rank
     said: list[str] = field(default_factory=list)  # mpiexec's own lines (its messages)
@@ -157,13 +165,14 @@ class _RankLogs:
 
 class RankOutput:
     """Reads mpiexec's output line by line (``--tag-output``): every rank's lines to its log,
-    rank 0's progress (JSON lines) to ``on_line``, its result and the first rank's error kept
-    (:meth:`finish` gives them)."""
+    rank 0's progress (JSON lines) to ``on_line``, its result and every rank's failure record
+    kept (:meth:`finish` gives them, the root cause first)."""
 
     def __init__(self, logs: Path, on_line: Callable[[dict[str, Any]], None]) -> None:
         self.out = _RankLogs(logs)
         self.on_line = on_line
         self.run = MpiRun(returncode=-1)
+        self.failures: list[dict[str, Any]] = []  # the records, as the ranks printed them
         self.signalled: RankError | None = None
         self.exited: int | None = None
 
@@ -192,9 +201,8 @@ class RankOutput:
         doc = _json(text)
         if doc is None:
             return
-        if "error" in doc and run.error is None:
-            run.error = RankError(rank, str(doc.get("host") or "?"), str(doc["error"]),
-                                  doc.get("hint"))
+        if "error" in doc:
+            self.failures.append({**doc, "rank": rank})
         elif rank == 0 and stream == "stdout" and "config" in doc:
             run.result = doc
         elif rank == 0:
@@ -207,9 +215,20 @@ class RankOutput:
 
     def finish(self, returncode: int) -> MpiRun:
         """What the run said, once mpiexec exited with ``returncode``."""
+        from partitioner.distributed.failure import root_cause
+
         self.close()
         run = self.run
         run.returncode = returncode
+        # The first failure in time that does not follow from another's; a rank ended by a
+        # signal (no record of its own) goes before errors that are all consequences.
+        cause, after = root_cause(self.failures)
+        if cause is not None and (not cause.get("consequence") or self.signalled is None):
+            run.error = RankError.of(int(cause["rank"]), cause)
+            run.consequences = [RankError.of(int(d["rank"]), d) for d in after]
+        elif cause is not None:
+            run.error = self.signalled
+            run.consequences = [RankError.of(int(d["rank"]), d) for d in self.failures]
         if run.error is None and returncode != 0:
             run.error = self.signalled
             if run.error is None and self.exited is not None:
@@ -242,7 +261,12 @@ def failure(run: MpiRun, logs: Path) -> JobFailed:
     if run.error is not None:
         e = run.error
         hint = f"{e.hint}; {where}" if e.hint else where
-        return JobFailed(f"rank {e.rank} on {e.host}: {e.message}", hint=hint)
+        after = ""
+        if run.consequences:
+            ranks = ", ".join(str(c.rank) for c in run.consequences)
+            after = (f" (then rank{'s' if len(run.consequences) > 1 else ''} {ranks} failed "
+                     f"as a consequence: {run.consequences[0].consequence or 'after it'})")
+        return JobFailed(f"rank {e.rank} on {e.host}: {e.message}{after}", hint=hint)
     said = " ".join(run.said[:MPIEXEC_LINES])
     return JobFailed(f"mpiexec exited with {run.returncode} before rank 0 wrote the partition"
                      + (f": {said}" if said else ""), hint=where)

@@ -4,9 +4,11 @@
 Every rank reads the same input lazily (a rank touches only its share) and calls
 :func:`partitioner.distributed.partition_distributed`. Rank 0 prints one JSON line with the
 written config's path and quality report. An error on any rank is printed as one JSON line
-on stderr (``{"error": ..., "hint": ..., "rank": R, "host": H}``) and the whole job is aborted
-(``MPI_Abort``), so no rank waits for it: mpiexec then exits non-zero and the output folder is
-never put in place.
+on stderr (``{"error": ..., "hint": ..., "rank": R, "host": H, "time": T, "consequence": ...}``,
+:mod:`.failure`) and the whole job is aborted (``MPI_Abort``), so no rank waits for it: mpiexec
+then exits non-zero and the output folder is never put in place. The temporary folder the ranks
+wrote into stays until every rank has ended; ``dglctl partition`` removes it then, and a later
+run removes what a dead run left.
 """
 
 from __future__ import annotations
@@ -14,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import time
-import traceback
 from typing import Any
 
 from ..errors import PartitionerError
+from .failure import failure_record
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,14 +103,13 @@ def main(argv: list[str] | None = None) -> int:
             reporter=_StderrPhases(args.progress == "json") if args.progress else None,
             budget=int(args.budget_mb * 2**20), **chunks)
     except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
-        known = isinstance(exc, PartitionerError)
-        line = json.dumps({"error": str(exc) if known else f"{type(exc).__name__}: {exc}",
-                           "hint": getattr(exc, "hint", None), "rank": rank,
-                           "host": socket.gethostname(),
-                           "traceback": None if known else traceback.format_exc()})
+        line = json.dumps(failure_record(exc, rank, args.out))
         sys.stderr.flush()
         os.write(2, (line + "\n").encode())  # one write: lines of ranks do not interleave
-        comm.Abort(getattr(exc, "exit_code", 1) if known else 1)
+        # The abort ends every rank where it is, the temporary output left as it is: removing
+        # it here would pull it from under ranks still writing (the launcher, or the next
+        # run, removes it once every rank has ended).
+        comm.Abort(getattr(exc, "exit_code", 1) if isinstance(exc, PartitionerError) else 1)
         return 1
     if rank == 0 and config is not None:
         print(json.dumps({"config": str(args.out) + f"/{args.graph_name}.json",

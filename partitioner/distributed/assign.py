@@ -53,7 +53,6 @@ def assign_block(comm: Any, graph: Graph, share: Share, num_parts: int, trainers
     n = graph.total_nodes
     pieces = num_parts * trainers
     if assignment is not None:
-        # Every rank reads and checks the whole file: the same error on every rank.
         part = given_assignment(assignment, n, num_parts)
         return BlockAssignment(pieces_of(part, trainers)[share.homogeneous_ids()])
     if method == "random":

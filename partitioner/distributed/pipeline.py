@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..assignment import METHOD as ASSIGNMENT
-from ..assignment import write_assignment
+from ..assignment import given_assignment, write_assignment
 from ..errors import PartitionOptionError
 from ..format import ShardWriter, safe_name, write_config
 from ..graph import Graph, etype_key
@@ -153,6 +153,10 @@ def partition_distributed(
     share = Share.of(graph, rank, size, node_chunks=node_chunks, edge_chunks=edge_chunks)
     clock = _Clock(reporter, rank)
     out = Path(out)
+    if isinstance(assignment, (str, Path)):
+        # Every rank reads and checks the whole file before any folder is made: a bad file is
+        # the same error on every rank, and nothing is left to remove.
+        assignment = given_assignment(assignment, graph.total_nodes, num_parts)
     # Freed arrays stay in the heap for the next phase's (see memory.retained_heap).
     with retained_heap(), shared_output_dir(comm, out, overwrite) as tmp:
         clock.start("assign", f"{method}: {num_parts * trainers_per_machine} parts on "

@@ -194,6 +194,46 @@ def _hold(ranks: list[int], count: int, seen: str) -> None:
         os.kill(pid, signal.SIGSTOP)
 
 
+def _record(rank: int, error: str, at: float, consequence: str | None = None) -> str:
+    doc = {"error": error, "hint": None, "rank": rank, "host": f"h{rank}", "time": at,
+           "consequence": consequence, "traceback": None}
+    return f"[1,{rank}]<stderr>:{json.dumps(doc)}"
+
+
+GONE = "its temporary output folder was gone"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("lines", "cause", "after"), [
+    # The consequence came through mpiexec first; the cause came first in time.
+    ([_record(2, "FileNotFoundError: part2/graph", 2.0, GONE),
+      _record(1, "RuntimeError: injected failure", 1.0)], 1, [2]),
+    # A consequence earlier in time (clocks of two hosts) does not win over a cause.
+    ([_record(0, "Exception: MPI_ERR_OTHER", 1.0, "a collective failed"),
+      _record(2, "RuntimeError: injected failure", 1.5)], 2, [0]),
+    # Only consequences, and a rank ended by a signal: the signal is the cause.
+    ([_record(0, "Exception: MPI_ERR_OTHER", 1.0, "a collective failed"),
+      "mpiexec noticed that process rank 1 with PID 77 on node vm exited on signal 9 (Killed)."],
+     1, [0]),
+    # Only consequences, nothing else: the earliest still says what went wrong.
+    ([_record(2, "Exception: late", 3.0, "a collective failed"),
+      _record(0, "Exception: early", 1.0, "a collective failed")], 0, [2]),
+], ids=["cause-after-consequence", "cause-over-earlier-consequence", "signal", "all-consequences"])
+def test_the_root_cause_is_the_first_failure_that_follows_from_none(tmp_path, lines, cause,
+                                                                     after):
+    from dglctl.jobs.mpi import RankOutput, failure
+
+    output = RankOutput(tmp_path / "logs", on_line=lambda doc: None)
+    for line in lines:
+        output.feed(line)
+    run = output.finish(1)
+    assert run.error is not None and run.error.rank == cause, run
+    assert [c.rank for c in run.consequences] == after
+    message = failure(run, tmp_path / "logs").message
+    assert message.startswith(f"rank {cause} on "), message
+    assert "as a consequence" in message, message
+
+
 @pytest.mark.multiprocess
 def test_a_rank_killed_mid_run_is_named_and_nothing_is_left(big, tmp_path):
     out = tmp_path / "out"

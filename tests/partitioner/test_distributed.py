@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from partitioner import partition_graph
+from partitioner.distributed.failure import root_cause
 from partitioner.format import read_config
 from partitioner.generate import generate_graph
 from partitioner.graph import Graph, etype_key
@@ -243,8 +244,9 @@ def test_a_rank_that_dies_ends_every_rank_and_leaves_no_output(tmp_path, fault):
     assert proc.returncode != 0, proc.stdout
     assert "rank 1 fails now" in proc.stderr
     if fault == "raise":
-        error = _errors(proc.stderr)[0]
-        assert error["rank"] == 1 and "injected failure" in error["error"], error
+        error, _ = root_cause(_errors(proc.stderr))
+        assert error is not None and error["rank"] == 1, proc.stderr[-3000:]
+        assert "injected failure" in error["error"], error
     else:
         assert "signal 9" in proc.stderr or "Killed" in proc.stderr, proc.stderr[-2000:]
     assert took < 6 * TIMEOUT
@@ -258,6 +260,41 @@ def test_a_rank_that_dies_ends_every_rank_and_leaves_no_output(tmp_path, fault):
     _distributed(2, inp, out, "--num-parts", "3", "--method", "random")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dist.tmp")] == []
     assert read_config(out / "g.json").num_parts == 3
+
+
+@pytest.mark.parametrize("failing", [1, 0])
+def test_a_failing_rank_removes_nothing_under_a_rank_still_writing(tmp_path, failing):
+    """Rank ``failing`` raises while rank 2 is between making its part's folder and opening a
+    shard in it (the order fixed by events, see the script): rank 2's open still succeeds,
+    the root cause is the failing rank's error and no rank reports a missing file; no rank is
+    left, ``out`` never appears, and the next run removes the temporary folder. (Rank 0 is
+    the rank that always removed the shared folder when it failed, rank 1 when it had made
+    the folder.)"""
+    g, inp = _input(tmp_path, False)
+    out = tmp_path / "dist"
+    events = tmp_path / "events"
+    events.mkdir()
+    proc = run_ranks(3, [str(FAULT_SCRIPT), "--input", str(inp), "--out", str(out),
+                         "--graph-name", "g", "--num-parts", "3", "--method", "random"],
+                     env={"FAULT": "mid-write", "FAULT_RANK": str(failing), "WRITER_RANK": "2",
+                          "FAULT_EVENTS": str(events), "FAULT_TIMEOUT": str(TIMEOUT)})
+    assert proc.returncode != 0, proc.stdout
+    assert f"rank {failing} fails now" in proc.stderr, proc.stderr[-3000:]
+    said = sorted(p.name for p in events.iterdir())
+    assert said == ["failed", "writing", "wrote"], (said, proc.stderr[-3000:])
+    errors = _errors(proc.stderr)
+    assert not [e for e in errors if "FileNotFoundError" in e["error"]], errors
+    cause, _ = root_cause(errors)
+    assert cause is not None and cause["rank"] == failing, errors
+    assert "injected failure" in cause["error"] and cause["consequence"] is None, cause
+    _no_rank_left(str(FAULT_SCRIPT))
+    assert not out.exists()
+    for left in tmp_path.glob(".dist.tmp-*"):
+        _gone(Path("/proc") / left.name.rsplit("-", 1)[1])
+    _distributed(2, inp, out, "--num-parts", "3", "--method", "random")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dist.tmp")] == []
+    assert read_config(out / "g.json").num_parts == 3
+    del g
 
 
 def test_bad_input_is_one_error_naming_it_and_nothing_is_written(tmp_path):
