@@ -53,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--sizes-only", action="store_true")
     s = sub.add_parser("prune")
     s.add_argument("--root", required=True)
-    s.add_argument("--keep", required=True, help="JSON list of the paths to keep")
+    s.add_argument("--keep", required=True, help="JSON list of the paths shipped now")
+    s.add_argument("--record", required=True,
+                   help="the file listing what the last launch shipped (rewritten: --keep)")
     s = sub.add_parser("start")
     for a in ("--workspace", "--job", "--name", "--cwd", "--argv"):
         s.add_argument(a, required=True)

@@ -1,5 +1,6 @@
 """The host agent's file commands (``checksums``, ``prune``): what the launcher asks of a
-host's copies of the shards and of the project."""
+host's copies of the shards and of the project. A project's copy is pruned by a record of
+what the launcher shipped into it, so what a job wrote there stays."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .protocol import COPY_TEMP_PREFIX, FileStat
+from .protocol import FileStat
+from .workspace import read_json, write_private
 
 
 def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
@@ -30,30 +32,32 @@ def cmd_checksums(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_prune(args: argparse.Namespace) -> dict[str, Any]:
-    """Remove the files under --root that --keep does not list, and the folders left empty
-    (a project's copy: files deleted there go here too). Links are removed, never followed;
-    copies in flight (COPY_TEMP_PREFIX folders: another host's, on a shared workspace) stay."""
+    """Remove the files below --root that the last launch shipped (the JSON list in --record)
+    and --keep no longer lists (a project's copy: files deleted there go here too), and the
+    folders that leaves empty; then record --keep as what is shipped now. A file the launcher
+    never shipped (what a job wrote into the copy: checkpoints, results, logs) is never
+    touched, and without a record (a copy no launch has recorded yet) nothing is removed.
+    Links are removed, never followed."""
     root = Path(os.path.expanduser(args.root))
-    keep = set(json.loads(args.keep))
+    record = Path(os.path.expanduser(args.record))
+    keep = sorted(set(json.loads(args.keep)))
     removed: list[str] = []
-    if not root.is_dir() or root.is_symlink():
-        return {"removed": removed}
-    for folder, dirs, names in os.walk(root, topdown=False):
-        here = Path(folder)
-        if any(p.startswith(COPY_TEMP_PREFIX) for p in here.relative_to(root).parts):
-            continue
-        for name in names:
-            rel = (here / name).relative_to(root).as_posix()
-            if rel not in keep:
-                (here / name).unlink(missing_ok=True)
-                removed.append(rel)
-        for d in dirs:
-            if d.startswith(COPY_TEMP_PREFIX):
-                continue
-            path = here / d
-            with contextlib.suppress(OSError):  # not empty: something is kept below
-                if path.is_symlink():
-                    path.unlink()  # the link, never what it points to
-                else:
-                    path.rmdir()
-    return {"removed": sorted(removed)}
+    shipped = read_json(record)
+    if root.is_dir() and not root.is_symlink() and isinstance(shipped, list):
+        for rel in sorted(set(map(str, shipped)) - set(keep)):
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
+                continue  # not a path below root: no record of ours
+            path = root / rel
+            if not (path.is_symlink() or path.is_file()):
+                continue  # gone already, or a folder a job made in its place
+            path.unlink()  # the link, never what it points to
+            removed.append(rel)
+            for folder in path.parents:
+                if folder == root or root not in folder.parents:
+                    break
+                with contextlib.suppress(OSError):  # not empty: something else is there
+                    folder.rmdir()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    write_private(record, json.dumps(keep))
+    return {"removed": removed}

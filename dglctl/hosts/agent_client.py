@@ -89,9 +89,12 @@ class AgentClient:
         raw = self._call(*args, *(["--sizes-only"] if sizes_only else []), timeout=timeout)
         return {rel: None if v is None else FileStat.from_json(v) for rel, v in raw.items()}
 
-    def prune(self, root: str, keep: Sequence[str]) -> list[str]:
-        """Remove the files below ``root`` on the host that ``keep`` does not list."""
-        return self._call("prune", "--root", root, "--keep", json.dumps(list(keep)))["removed"]
+    def prune(self, root: str, keep: Sequence[str], record: str) -> list[str]:
+        """Remove the files below ``root`` on the host that the last launch shipped (listed in
+        ``record``) and ``keep`` does not list, and record ``keep``; return those removed.
+        Files no launch shipped (a job's outputs) stay."""
+        return self._call("prune", "--root", root, "--keep", json.dumps(list(keep)),
+                          "--record", record)["removed"]
 
     def start(self, job: str, name: str, cwd: str, argv: Sequence[str], *,
               lease: float | None = None, grace: float = GRACE_SECONDS) -> Started:

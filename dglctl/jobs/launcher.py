@@ -323,6 +323,9 @@ class Launcher:
         for h, r in zip(self.hosts, stats, strict=True):
             note = (f"{r.files} file(s), {r.bytes / 1e6:.1f} MB, {r.bytes / 1e6 / dt:.0f} MB/s"
                     if r.files else "up to date")
+            if r.removed:
+                note += (f"; removed {len(r.removed)} file(s) an earlier launch shipped that "
+                         f"are no longer in the project: {_some(r.removed)}")
             self.display.info(f"      {h.name}: {note}")
         changed = sorted({rel for r in stats for rel in r.changed})
         vanished = sorted({rel for r in stats for rel in r.vanished})
@@ -348,7 +351,10 @@ class Launcher:
                              {f.rel: (f.size, f.xxh3_128) for f in p.files}, self._progress,
                              strict=False)
         gone = set(project.vanished)  # deleted here: there too
-        client.prune(t.path(p.host_dir), [f.rel for f in p.files if f.rel not in gone])
+        # Only what an earlier launch shipped goes: a job's outputs in the copy stay.
+        project.removed = client.prune(t.path(p.host_dir),
+                                       [f.rel for f in p.files if f.rel not in gone],
+                                       t.path(p.shipped_record))
         t.put(self.part_cfg.file, f"{data_rel}/{plan.graph_name}.json")
         t.put(self.local_ip_config, f"jobs/{self.job_id}/ip_config.txt")
         project.files += shards.files

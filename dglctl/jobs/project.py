@@ -55,6 +55,13 @@ class Project:
         tag = hashlib.sha1(str(self.root).encode()).hexdigest()[:8]
         return f"work/{self.root.name or 'root'}-{tag}"
 
+    @property
+    def shipped_record(self) -> str:
+        """The file in a host's workspace that lists what the last launch shipped into
+        :attr:`host_dir` (outside it: the script sees only the project there). A later launch
+        removes from the copy only files listed there, never what a job wrote."""
+        return f"shipped/{self.host_dir.rsplit('/', 1)[-1]}.json"
+
 
 def _spec(root: Path):
     import pathspec

@@ -24,12 +24,14 @@ from ..hosts.sent import Sent
 @dataclass
 class SyncResult:
     """What one ``sync_files`` did: files and bytes sent, and the files that were not as
-    listed when they were read (sent as read) or had gone (left out)."""
+    listed when they were read (sent as read) or had gone (left out); ``removed``: files an
+    earlier launch shipped that are no longer in the project, removed from the host's copy."""
 
     files: int = 0
     bytes: int = 0
     changed: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
 
 
 def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Sequence[str],

@@ -147,9 +147,11 @@ class FakeTransport:
 
     def _prune(self, o: dict[str, Any]) -> dict[str, Any]:
         root, keep = o["root"].rstrip("/") + "/", set(json.loads(o["keep"]))
-        gone = [p for p in self.files if p.startswith(root) and p[len(root):] not in keep]
+        shipped = set(json.loads(self.files.get(o["record"], b"[]")))
+        gone = [p for p in self.files if p.startswith(root) and p[len(root):] in shipped - keep]
         for p in gone:
             del self.files[p]
+        self.files[o["record"]] = json.dumps(sorted(keep)).encode()
         return {"removed": sorted(p[len(root):] for p in gone)}
 
     def _preflight(self, o: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,21 +42,43 @@ def test_a_running_group_is_alive():
         proc.wait()
 
 
-def test_prune_removes_what_is_not_kept_and_never_follows_links(tmp_path):
+def test_prune_removes_only_what_was_shipped_and_never_follows_links(tmp_path):
+    """What the last launch shipped and the project no longer has goes (links as links);
+    what a job wrote into the copy (``ck/``) stays, and the record becomes what is kept."""
     from dglctl.agent.__main__ import main
 
     root, outside = tmp_path / "copy", tmp_path / "outside"
     (root / "pkg" / "old").mkdir(parents=True)
+    (root / "ck").mkdir()
     outside.mkdir()
     (outside / "precious.txt").write_text("keep me")
-    for rel in ("train.py", "pkg/util.py", "pkg/old/gone.py", "stale.py"):
+    for rel in ("train.py", "pkg/util.py", "pkg/old/gone.py", "stale.py", "ck/step.pt"):
         (root / rel).write_text("x")
     (root / "link").symlink_to(outside)
     (root / "file-link").symlink_to(outside / "precious.txt")
-    assert main(["prune", "--root", str(root), "--keep", '["train.py", "pkg/util.py"]']) == 0
+    record = tmp_path / "copy.shipped.json"
+    record.write_text(json.dumps(["train.py", "pkg/util.py", "pkg/old/gone.py", "stale.py",
+                                  "link", "file-link"]))
+    keep = '["train.py", "pkg/util.py"]'
+    assert main(["prune", "--root", str(root), "--keep", keep, "--record", str(record)]) == 0
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-    assert left == ["pkg", "pkg/util.py", "train.py"]
+    assert left == ["ck", "ck/step.pt", "pkg", "pkg/util.py", "train.py"]
     assert (outside / "precious.txt").read_text() == "keep me"
+    assert json.loads(record.read_text()) == ["pkg/util.py", "train.py"]
+
+
+def test_prune_without_a_record_removes_nothing(tmp_path):
+    """A copy no launch recorded (an older dglctl's): nothing in it is known to be ours."""
+    from dglctl.agent.__main__ import main
+
+    root = tmp_path / "copy"
+    root.mkdir()
+    (root / "results.csv").write_text("x")
+    record = tmp_path / "copy.shipped.json"
+    assert main(["prune", "--root", str(root), "--keep", '["train.py"]', "--record",
+                 str(record)]) == 0
+    assert (root / "results.csv").exists()
+    assert json.loads(record.read_text()) == ["train.py"]
 
 
 def test_prune_leaves_copies_in_flight(tmp_path):
@@ -69,6 +92,9 @@ def test_prune_leaves_copies_in_flight(tmp_path):
     flight.mkdir(parents=True)
     (flight / "util.py").write_text("half")
     (root / "stale.py").write_text("x")
-    assert main(["prune", "--root", str(root), "--keep", '["pkg/util.py"]']) == 0
+    record = tmp_path / "copy.shipped.json"
+    record.write_text('["pkg/util.py", "stale.py"]')
+    assert main(["prune", "--root", str(root), "--keep", '["pkg/util.py"]', "--record",
+                 str(record)]) == 0
     assert (flight / "util.py").read_text() == "half"
     assert not (root / "stale.py").exists()

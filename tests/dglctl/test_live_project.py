@@ -118,3 +118,40 @@ def test_a_file_deleted_during_the_launch_is_left_out_here_and_there(
     assert "warning: project files deleted while copied, left out: scratch.txt" in out.err
     for copy in _copies(list_jobs()[-1].job_id):
         assert sorted(f.name for f in copy.iterdir()) == ["train.py"]  # gone there too
+
+
+KEEPS = """import os
+from pathlib import Path
+
+mine = Path("out") / f"rank-{os.environ['RANK']}.txt"
+print(f"OUT rank={os.environ['RANK']} found={mine.exists()}", flush=True)
+mine.parent.mkdir(exist_ok=True)
+mine.write_text("written by the job")
+"""
+
+
+def test_what_a_job_writes_into_its_copy_survives_the_next_launch(parts, home, local_cluster,
+                                                                  project, capsys):
+    """A job's output under its cwd (the host's copy of the project: a relative
+    ``--checkpoint-dir`` lands there) is not the launcher's to delete: the next launch keeps
+    it, and removes only a file it shipped that is gone here, saying so."""
+    (project / "train.py").write_text(KEEPS)
+    helper = project / "helper.py"
+    helper.write_text("x = 1\n")
+    base = ["launch", "--cluster", str(local_cluster), "--part-config", str(parts[2]),
+            str(project / "train.py")]
+    assert main(base) == 0, capsys.readouterr().err
+    first = capsys.readouterr().out
+    assert first.count("found=False") == 4, first
+    helper.unlink()
+    assert main(base) == 0, capsys.readouterr().err
+    out = capsys.readouterr()
+    assert out.out.count("found=True") == 4, out.out  # every rank's file from the first job
+    said = [line for line in out.out.splitlines() + out.err.splitlines() if "removed 1" in line]
+    assert len(said) == 2 and all("no longer in the project: helper.py" in s for s in said), \
+        out.out + out.err
+    for copy in _copies(list_jobs()[-1].job_id):
+        assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == \
+            ["out", *sorted(f"out/rank-{r}.txt" for r in
+                            ((0, 1) if copy.parts[-3].endswith("m0") else (2, 3))),
+             "train.py"], copy
