@@ -181,8 +181,9 @@ def partition_graph(
 
     ``assignment`` (an array, or a file: :mod:`partitioner.assignment`) gives the part of
     every node, used as is instead of ``method`` (from any partitioner, or an earlier run);
-    ``save_assignment`` writes the one this run used to that ``.npy`` file, once the
-    partition is written.
+    ``save_assignment`` writes the one this run used to that file (``.npy`` for a ``.npy``
+    name, else text: :func:`partitioner.assignment.write_assignment`), once the partition is
+    written.
 
     Node ids are relabeled so each part owns one range; with one part every node keeps its
     input id, but edge ids still follow the stored order (by destination): use ``orig_eids``.

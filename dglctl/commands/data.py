@@ -134,9 +134,10 @@ def generate(app, num_nodes, avg_degree, communities, num_classes, feat_dim, see
                    "partitioner or an earlier --save-assignment. The same assignment writes "
                    "the same parts.")
 @click.option("--save-assignment", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, metavar="FILE.npy",
-              help="Write the part of every node (input id order) to FILE.npy once the "
-                   "partition is written.")
+              default=None, metavar="FILE",
+              help="Write the part of every node (input id order) to FILE once the "
+                   "partition is written: .npy for a FILE.npy, else text, one part id per "
+                   "line.")
 @click.option("--halo-hops", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Hops of non-owned neighbours stored with each part.")
 @click.option("--balance-train/--no-balance-train", default=True, show_default=True,

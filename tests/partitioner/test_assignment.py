@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from partitioner import partition_graph
-from partitioner.assignment import pieces_of, read_assignment
+from partitioner.assignment import pieces_of, read_assignment, write_assignment
 from partitioner.errors import PartitionInputError
 from partitioner.generate import generate_graph
 from partitioner.readers import write_npz
@@ -104,3 +104,54 @@ def test_the_cli_saves_and_takes_an_assignment(tmp_path, capsys):
     code = main(["partition", "--input", str(src), "--num-parts", "2", "--out", str(tmp_path / "x"),
                  "--assignment", str(saved), "--method", "metis"])
     assert code == 2 and "--assignment and --method" in capsys.readouterr().err
+
+
+def test_the_cli_saves_a_text_assignment_under_a_text_name_and_takes_it_back(tmp_path, capsys):
+    """``--save-assignment a.txt`` writes text (one part id per line), which ``--assignment``
+    reads back into the same parts; only a ``.npy`` name gets numpy's format."""
+    from dglctl.cli import main
+
+    g = generate_graph(500, avg_degree=6, seed=2)
+    src = tmp_path / "g.npz"
+    write_npz(g, src)
+    saved = tmp_path / "a.txt"
+    assert main(["partition", "--input", str(src), "--num-parts", "3", "--out", str(tmp_path / "m"),
+                 "--save-assignment", str(saved)]) == 0, capsys.readouterr().err
+    text = saved.read_bytes()
+    assert not text.startswith(b"\x93NUMPY"), "a .txt name gets text, not .npy bytes"
+    lines = text.decode("ascii").splitlines()
+    assert len(lines) == g.total_nodes and set(lines) == {"0", "1", "2"}
+    capsys.readouterr()
+    assert main(["partition", "--input", str(src), "--num-parts", "3", "--out", str(tmp_path / "a"),
+                 "--assignment", str(saved)]) == 0, capsys.readouterr().err
+    written = _files(tmp_path / "m")
+    assert len(written) > 6 and _files(tmp_path / "a") == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a.txt", "g.npz", "m"], \
+        "no temporary file left beside the assignment"
+
+
+def test_write_assignment_writes_text_for_any_name_but_npy(tmp_path):
+    part = np.array([0, 7, 10, 123456789012, 3, 99, 100, -1])
+    for name in ("a.txt", "a", "a.csv"):
+        write_assignment(tmp_path / name, part)
+        assert (tmp_path / name).read_text() == "".join(f"{p}\n" for p in part.tolist())
+    write_assignment(tmp_path / "a.npy", part)
+    assert np.load(tmp_path / "a.npy").tolist() == part.tolist()
+    write_assignment(tmp_path / "empty.txt", np.array([], np.int64))
+    assert (tmp_path / "empty.txt").read_bytes() == b""
+
+
+def test_npy_bytes_under_a_text_name_are_read_as_npy(tmp_path):
+    """A file an earlier ``--save-assignment a.txt`` wrote as ``.npy`` bytes still reads."""
+    old = tmp_path / "a.txt"
+    with open(old, "wb") as f:
+        np.save(f, np.array([1, 0, 1, 0], np.int64))
+    assert read_assignment(old, 4, 2).tolist() == [1, 0, 1, 0]
+
+
+def test_a_binary_file_that_is_no_npy_is_refused_naming_it(tmp_path):
+    bad = tmp_path / "a.bin"
+    bad.write_bytes(b"\x80\x04\x95 not text")
+    with pytest.raises(PartitionInputError, match=r"a.bin: cannot read the assignment") as e:
+        read_assignment(bad, 4, 2)
+    assert ".npy" in e.value.hint
