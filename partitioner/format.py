@@ -48,6 +48,11 @@ DGL_KEYS = (
     "ntypes",
     "etypes",
 )
+# Keys of ours (beside DGL_KEYS) that read_config requires, and what each holds.
+OUR_KEYS = {
+    "files": "the size and checksum of every shard",
+    "feature_schema": "the shape and dtype of every node and edge feature",
+}
 
 
 @dataclass(frozen=True)
@@ -584,7 +589,9 @@ def find_config(path: str | os.PathLike[str]) -> Path:
 def read_config(path: str | os.PathLike[str]) -> PartConfig:
     """Load and check a part config; raises PartitionFormatError naming the file and key.
 
-    Every path it names must stay inside its folder (:func:`check_config_paths`)."""
+    The config must be ours (``format_version``), hold DGL's keys and ours (``files``,
+    ``feature_schema``), and every path it names must stay inside its folder
+    (:func:`check_config_paths`)."""
     p = find_config(path)
     try:
         with open(p) as f:
@@ -609,6 +616,7 @@ def read_config(path: str | os.PathLike[str]) -> PartConfig:
             f"{p}: format_version {version} is newer than this dglctl understands ({FORMAT_VERSION})",
             hint="upgrade dglctl on this host",
         )
+    _check_our_keys(config, p)
     num_parts = config["num_parts"]
     if not isinstance(num_parts, int) or isinstance(num_parts, bool) or num_parts < 1:
         raise PartitionFormatError(f"{p}: num_parts = {num_parts!r}: expected an integer >= 1")
@@ -617,6 +625,24 @@ def read_config(path: str | os.PathLike[str]) -> PartConfig:
             raise PartitionFormatError(f"{p}: missing key 'part-{i}'")
     check_config_paths(config, str(p), p.parent)
     return PartConfig(config, p)
+
+
+def _check_our_keys(config: dict[str, Any], p: Path) -> None:
+    """Refuse a config of ours (it has ``format_version``) without the keys DGL's schema lacks
+    and every reader needs: with no ``files`` there is nothing to verify (``inspect`` would
+    report "0 checked, all match"), with no ``feature_schema`` no trainer finds a feature."""
+    hint = ("the config was edited, or written by another tool: re-run 'dglctl partition' "
+            "to write the partition again")
+    for key, holds in OUR_KEYS.items():
+        if key not in config:
+            raise PartitionFormatError(f"{p}: missing key {key!r} ({holds})", hint=hint)
+        if not isinstance(config[key], dict):
+            raise PartitionFormatError(
+                f"{p}: {key!r} = {config[key]!r:.60}: expected a JSON object ({holds})",
+                hint=hint)
+    if not config["files"]:
+        raise PartitionFormatError(f"{p}: 'files' is empty: no shard can be verified "
+                                   f"({OUR_KEYS['files']})", hint=hint)
 
 
 def verify_files(

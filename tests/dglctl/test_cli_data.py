@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +211,44 @@ def test_default_graph_name_leaves_out_the_compression_suffix(tmp_path):
     assert _default_graph_name(tmp_path / "edges.txt.gz") == "edges"
     assert _default_graph_name(tmp_path / "edges.csv.zst") == "edges"
     assert _default_graph_name(tmp_path / "edges.txt") == "edges"
+
+
+def _without(parts: Path, tmp_path: Path, key: str) -> Path:
+    """A copy of the partition of ``parts`` (its JSON) whose config lacks ``key``."""
+    folder = tmp_path / f"no-{key}"
+    shutil.copytree(parts.parent, folder)
+    path = folder / parts.name
+    cfg = json.loads(path.read_text())
+    del cfg[key]
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.mark.parametrize("key", ["files", "feature_schema"])
+def test_inspect_refuses_a_config_without_a_key_every_reader_needs(parts, tmp_path, capsys, key):
+    """Without ``files`` there is nothing to verify ("0 checked, all match"), without
+    ``feature_schema`` every trainer fails on its first feature: both are refused up front,
+    naming the key and the file."""
+    path = _without(parts[2], tmp_path, key)
+    code, out, err = run(["inspect", str(path)], capsys)
+    _assert_user_error(code, err, str(path), repr(key), "dglctl partition")
+    assert "all match" not in out
+
+
+def test_inspect_refuses_a_config_that_lists_no_file(parts, tmp_path, capsys):
+    path = _without(parts[2], tmp_path, "files")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "files": {}}))
+    code, out, err = run(["inspect", str(path)], capsys)
+    _assert_user_error(code, err, str(path), "'files' is empty")
+    assert "all match" not in out
+
+
+@pytest.mark.parametrize("key", ["files", "feature_schema"])
+def test_launch_dry_run_refuses_a_config_without_a_key_every_reader_needs(
+        parts, home, local_cluster, tmp_path, capsys, key):
+    path = _without(parts[2], tmp_path, key)
+    trainer = str(Path(__file__).parent / "scripts" / "trainer.py")
+    code, _, err = run(["launch", trainer, "--cluster", str(local_cluster), "--part-config",
+                        str(path), "--dry-run", "--", "ok"], capsys)
+    _assert_user_error(code, err, str(path), repr(key))
+    assert not home.exists(), "nothing was written"
