@@ -32,6 +32,7 @@ import pickle
 import random
 import re
 import shutil
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ def save(
     if extra is not None:
         _check_plain(extra)
     graph_name = graph_name if graph_name is not None else _current_graph_name()
+    check_shared(directory)
     name = f"step-{step:012d}"
     tmp = directory / f".{name}.tmp"
     if rank == 0:
@@ -242,6 +244,55 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     ``module.`` prefix, so a checkpoint loads into the bare model as well."""
     wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
     return model.module if isinstance(model, wrappers) else model
+
+
+_SHARED: set[tuple[str, int]] = set()  # (folder, world) this process has seen shared
+_MARK = ".visible-"
+
+
+def check_shared(directory: str | os.PathLike[str]) -> None:
+    """Collective (every trainer calls it, as :func:`save` and :func:`load_latest` do): that
+    ``directory`` is one folder every trainer sees, else a CheckpointError on every trainer,
+    before any checkpoint is read or written. Once per folder and process.
+
+    Each trainer writes a mark of its rank there; after a barrier each counts the marks. In one
+    shared folder every trainer sees all of them; where hosts have folders of their own (a
+    relative path lands in each host's copy of the project, or a local disk), every trainer sees
+    fewer, so all of them raise, the same error. The error is ``permanent``: a restart would
+    meet the same folders, so the launcher does not spend one on it.
+    """
+    path = Path(directory)
+    rank, world = torch_rank_world()
+    key = (str(path.absolute()), world)
+    if world == 1 or key in _SHARED:
+        return
+    # The same name on every trainer of this attempt, another on the next one.
+    tag = (f"{os.environ.get('DGLCTL_JOB_ID', 'job')}-"
+           f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}-{len(_SHARED)}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        mark = path / f"{_MARK}{tag}-rank{rank}"
+        mark.write_text(f"{socket.gethostname()}\n")
+    except OSError as e:
+        full = _no_space_error(e, path)
+        raise (full or CheckpointError(f"checkpoint directory {path}: cannot write there "
+                                       f"({e.strerror})")) from e
+    try:
+        _barrier(world)  # every trainer has written its mark
+        seen = len(list(path.glob(f"{_MARK}{tag}-rank*")))
+        _barrier(world)  # every trainer has counted
+    finally:
+        mark.unlink(missing_ok=True)
+    if seen < world:
+        relative = "" if path.is_absolute() else (
+            "; it is a relative path, so each host has its own, in its copy of the project")
+        raise CheckpointError(
+            f"checkpoint directory {path}: trainer {rank} on {socket.gethostname()} sees the "
+            f"marks of {seen} of the {world} trainers there, so it is not one folder that "
+            f"every trainer's host shares{relative}",
+            hint=f"{_SHARED_FS_HINT}: give an absolute path on a shared file system, or train "
+                 "on one host", permanent=True)
+    _SHARED.add(key)
 
 
 def _barrier(world: int) -> None:
@@ -494,6 +545,7 @@ def load_latest(
     rank, world = torch_rank_world()
     embeddings = list(embeddings)
     sparse_optimizers = list(sparse_optimizers)
+    check_shared(directory)
     folder = latest_path(directory)
     if folder is None:
         _barrier(world)

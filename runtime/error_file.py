@@ -3,7 +3,8 @@
 torchelastic's ``@record`` writes ``{"message": {"message": "Type: text", "extraInfo":
 {"py_callstack": ..., "timestamp": ...}}}`` to ``$TORCHELASTIC_ERROR_FILE``; this writes the
 same, plus the innermost frame's file and line and the batch the loaders were on
-(:func:`note_position`), from a ``sys.excepthook`` that
+(:func:`note_position`) and whether it would repeat on every attempt (``permanent``: see
+:class:`runtime.errors.DistError`), from a ``sys.excepthook`` that
 :func:`runtime.initialize` installs, so a training script needs no decorator. The launcher
 then names the exception as the root cause, not only an exit code and the last log lines.
 """
@@ -39,7 +40,7 @@ def record(path: str, exc_type: type[BaseException], exc: BaseException,
         "extraInfo": {"py_callstack": "".join(traceback.format_exception(exc_type, exc, tb)),
                       "timestamp": str(int(time.time()))},
         "file": where.filename if where else None, "line": where.lineno if where else None,
-        "at": _position}}
+        "at": _position, "permanent": bool(getattr(exc, "permanent", False))}}
     tmp = f"{path}.tmp{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

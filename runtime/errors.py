@@ -16,14 +16,20 @@ from partitioner.errors import PartitionerError
 
 
 class DistError(Exception):
-    """Root of every error the runtime raises on purpose."""
+    """Root of every error the runtime raises on purpose.
+
+    ``permanent``: the same attempt would fail the same way again (a setting that is wrong
+    for this job, not a fault): recorded with the exception (:mod:`runtime.error_file`), so
+    the launcher ends the job instead of spending a restart on it."""
 
     exit_code = EXIT_FAILURE
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *,
+                 permanent: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.permanent = permanent
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} ({self.hint})"

@@ -223,7 +223,8 @@ def _proc_state(job: Path, name: str, pgid: int) -> ProcState:
         m = raw if isinstance(raw := err.get("message"), dict) else {}
         # The uncaught exception (runtime.error_file), and the batch it came in (if known).
         out["error"] = {"message": str(m.get("message", ""))[:2000], "file": m.get("file"),
-                        "line": m.get("line"), "at": m.get("at")}
+                        "line": m.get("line"), "at": m.get("at"),
+                        "permanent": bool(m.get("permanent"))}
     if alive(pgid) and _leader(job, name, pgid) != "other":
         out["stragglers"] = True  # the child ended but something else of its group lives on
     return ProcState(**out)

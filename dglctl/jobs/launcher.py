@@ -61,7 +61,14 @@ from .preflight import (
 )
 from .project import IGNORE_FILE, WARN_BYTES, collect_project, entry_in, own_output
 from .renewer import LeaseRenewer
-from .restarts import SAME_POINT_ATTEMPTS, Failure, attempt_record, lost_record, repeated_point
+from .restarts import (
+    SAME_POINT_ATTEMPTS,
+    Failure,
+    attempt_record,
+    lost_record,
+    permanent_failure,
+    repeated_point,
+)
 from .stop import GRACE_SECONDS, stop_job
 from .sync import SyncResult, sync_files
 
@@ -572,6 +579,11 @@ class Launcher:
         limit = self.cluster.max_restarts
         if limit == 0:
             return False
+        if permanent_failure(failure) is not None:
+            m.result["restarts"] = m.attempt
+            raise JobFailed(record["report"] + f"\n(not restarted: the error says every attempt "
+                            f"would fail the same way; {limit - m.attempt} restart(s) left "
+                            "unused)")
         if m.attempt >= limit:
             failure_note = (f"\n(after {limit} restart{'s' if limit > 1 else ''}: every "
                             "attempt failed; 'dglctl status' lists their causes)")

@@ -92,6 +92,16 @@ def lost_record(attempt: int, started: float, lost: Mapping[str, str],
     }
 
 
+def permanent_failure(failure: Failure) -> str | None:
+    """The exception of the failure's root cause when it says it would fail the same way on
+    every attempt (``runtime.errors.DistError.permanent``: a wrong setting, not a fault), else
+    None: such a failure ends the job at once, with its restarts left unused."""
+    if not failure.failed:
+        return None
+    error = root_cause(failure.failed).error or {}
+    return str(error.get("message") or "its error") if error.get("permanent") else None
+
+
 def repeated_point(attempts: Sequence[dict[str, Any]]) -> str | None:
     """The point the last :data:`SAME_POINT_ATTEMPTS` attempts all failed at (the same
     process, exception type, line and batch), else None."""
