@@ -22,7 +22,7 @@ from typing import Any
 from partitioner.memory import retain_freed_memory
 
 from . import error_file
-from .env import RuntimeEnv, set_standalone_torch_env, torchelastic_error_file
+from .env import RuntimeEnv, current_attempt, set_standalone_torch_env, torchelastic_error_file
 from .errors import DistError
 from .rpc.client import ServerPool
 from .rpc.ip_config import read_ip_config
@@ -102,7 +102,7 @@ def initialize(ip_config: str | None = None, **_dgl_compat: Any) -> None:
     machines = read_ip_config(env.ip_config)
     pool = ServerPool(machines, env.num_servers, env.token, env.timeout,
                       client_name=f"{env.role}-{os.getpid()}", role=env.role,
-                      encrypt=env.encrypt)
+                      encrypt=env.encrypt, attempt=current_attempt())
     pool.connect()
     _context = RuntimeContext(env=env, pool=pool)
     atexit.register(exit_client)

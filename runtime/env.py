@@ -132,6 +132,19 @@ def _flag(key: str, raw: str) -> bool:
     raise EnvError(f"{key}={raw!r}: expected 1/true/yes or 0/false/no")
 
 
+def current_attempt(environ: Mapping[str, str] | None = None) -> int:
+    """This process's attempt of its job: torchrun's ``TORCHELASTIC_RESTART_COUNT``, which the
+    launcher sets for each attempt's trainers (0 without it)."""
+    raw = (os.environ if environ is None else environ).get("TORCHELASTIC_RESTART_COUNT", "0")
+    try:
+        attempt = int(raw or 0)
+    except ValueError:
+        raise EnvError(f"TORCHELASTIC_RESTART_COUNT={raw!r} is not an integer") from None
+    if attempt < 0:
+        raise EnvError(f"TORCHELASTIC_RESTART_COUNT={raw!r}: must be >= 0")
+    return attempt
+
+
 def torch_rank_world(rank: int | None = None) -> tuple[int, int]:
     """This trainer's rank and the number of trainers: torch.distributed's when it is set up,
     else torchrun's RANK and WORLD_SIZE variables (0 and 1 without them)."""

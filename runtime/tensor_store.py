@@ -175,7 +175,7 @@ class TensorStore:
             [_Machine(m) for m in range(rmap.num_parts)],
             lambda it: msg.Create(key, [int(starts[it.machine + 1] - starts[it.machine]),
                                         *meta.row_shape], meta.dtype.str, meta.policy,
-                                  exist_ok=True),
+                                  exist_ok=True, persistent=meta.persistent),
             place=lambda it, reply: created.append(it.machine) if reply.created else None,
             main_server=True)
         self._metas[key] = meta

@@ -46,7 +46,7 @@ class ServerPool:
     def __init__(
         self, machines: list[Machine], num_servers: int, token: str, timeout: float,
         client_name: str = "client", keeps_server: bool = True, role: str = "client",
-        encrypt: bool = False,
+        encrypt: bool = False, attempt: int = 0,
     ) -> None:
         self.machines = machines
         self.num_servers = num_servers
@@ -56,6 +56,7 @@ class ServerPool:
         self.keeps_server = keeps_server
         self.role = role
         self.encrypt = encrypt
+        self.attempt = attempt  # the job's attempt (the servers keep state per attempt)
         self._ctx: zmq.Context = zmq.Context.instance()
         self._socks: dict[tuple[int, int], zmq.Socket] = {}
         # Handshake outcomes per socket, read only when a send finds no connection.
@@ -88,7 +89,8 @@ class ServerPool:
         """New connections to the same servers with the same job token (not yet connected):
         for a forked sampler process or a prefetch thread, which never share these sockets."""
         return ServerPool(self.machines, self.num_servers, self.token, self.timeout,
-                          client_name=client_name, role=role, encrypt=self.encrypt)
+                          client_name=client_name, role=role, encrypt=self.encrypt,
+                          attempt=self.attempt)
 
     def describe(self, machine_id: int, server_id: int) -> str:
         m = self.machines[machine_id]
@@ -97,7 +99,7 @@ class ServerPool:
     def connect(self, connect_timeout: float | None = None) -> None:
         """Handshake with every server (they may still be starting: wait up to the timeout)."""
         hello = Hello(self.token, PROTOCOL_VERSION, __version__, self.client_name,
-                      self.keeps_server, self.role)
+                      self.keeps_server, self.role, self.attempt)
         reqs = [Request(m, k, hello) for (m, k) in self._socks]
         try:
             self.call_many(reqs, timeout=connect_timeout or self.timeout)

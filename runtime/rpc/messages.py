@@ -145,6 +145,7 @@ class Hello(Message):
     client: str = "client"
     keeps_server: bool = True  # False for the launcher's probes: they do not hold the job
     role: str = "client"  # "trainer" / "sampler" (of the env contract), else any other client
+    attempt: int = 0  # the job's attempt the client belongs to (TORCHELASTIC_RESTART_COUNT)
 
 
 @message("hello_reply")
@@ -186,7 +187,7 @@ class StatsReply(Message):
     bytes_out: int
     errors: int
     uptime: float
-    clients: int
+    clients: int  # connections open now (trainers, samplers, and the client asking)
     machine_id: int
     server_id: int
     tensors: list[str]
@@ -254,6 +255,8 @@ class Create(Message):
     dtype: str
     policy: str
     exist_ok: bool = False
+    # Lives as long as the job; else the attempt that created it frees it (or its end does).
+    persistent: bool = False
 
 
 @message("create_reply")

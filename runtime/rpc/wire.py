@@ -13,7 +13,8 @@ import numpy as np
 
 from ..errors import DistError
 
-PROTOCOL_VERSION = 3  # 3: typed messages (runtime.rpc.messages), errors as {type, message, hint}
+PROTOCOL_VERSION = 4  # 3: typed messages (runtime.rpc.messages), errors as {type, message, hint}
+# 4: Hello names its attempt, Create whether the tensor is persistent (state per attempt)
 
 
 def pack(header: dict[str, Any], arrays: list[np.ndarray] | tuple[np.ndarray, ...] = (),

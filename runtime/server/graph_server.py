@@ -79,12 +79,19 @@ class GraphServer:
         self.local = LocalPartition.from_shm(self.arena, self.config, self.book)
         self.is_main = env.server_id == 0
         self.policies: dict[str, str] = {}
-        self.barriers: dict[str, list[tuple[bytes, int]]] = {}
-        # Trainers holding each tensor they created (freed when the last one lets go), and
-        # the shares of each collective optimizer step received so far.
+        self.base_tensors: frozenset[str] = frozenset()  # set by load()
+        # What the server holds for its clients belongs to their attempt of the job: the
+        # barriers and the collective optimizer steps waiting, by (attempt, name), and the
+        # clients holding each non-persistent tensor they created (freed when the last one
+        # lets go, or when its attempt ends). A new attempt's first client ends the ones
+        # before it: the launcher starts an attempt once the last one's trainers are gone.
+        self.attempt = 0
+        self.attempt_of: dict[bytes, int] = {}
+        self.barriers: dict[tuple[int, str], list[tuple[bytes, int]]] = {}
         self.holders: dict[str, set[bytes]] = {}
-        self.steps: dict[str, list[tuple[bytes, int, msg.SparseStep]]] = {}
+        self.steps: dict[tuple[int, str], list[tuple[bytes, int, msg.SparseStep]]] = {}
         self.authenticated: set[bytes] = set()
+        self.connected = 0  # connections open now (the live clients, ``Stats.clients``)
         self.stats = {"requests": 0, "bytes_in": 0, "bytes_out": 0, "errors": 0}
         self.cache_reports: dict[str, dict[str, list[int]]] = {}  # trainer rank -> counters
         self.started = time.time()
@@ -131,6 +138,7 @@ class GraphServer:
         for name, meta in manifest["tensors"].items():
             self.local.tensor(name)
             self.policies[name] = meta["policy"]
+        self.base_tensors = frozenset(manifest["tensors"])  # the partition's own: never freed
         for etype in self.config.etypes:
             self.local.csc(etype)
             if self.config.part(self.env.machine_id).has_out_edges:
@@ -163,7 +171,7 @@ class GraphServer:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
-        connected, seen = 0, 0
+        seen = 0
         empty_since: float | None = None  # since when nobody is connected
         self._install_signal_handlers()
         log.info("server %s/%s listening on %s", self.env.machine_id, self.env.server_id, addr)
@@ -174,12 +182,12 @@ class GraphServer:
                 if monitor in events:
                     ev = zmon.recv_monitor_message(monitor)
                     if ev["event"] == zmq.EVENT_ACCEPTED:
-                        connected += 1
+                        self.connected += 1
                         seen += 1
                         empty_since = None
                     elif ev["event"] == zmq.EVENT_DISCONNECTED:
-                        connected -= 1
-                        if connected <= 0 and empty_since is None:
+                        self.connected -= 1
+                        if self.connected <= 0 and empty_since is None:
                             empty_since = now
                 # Leave only after a grace with nobody connected: a paused trainer's
                 # connection may drop and come back.
@@ -248,7 +256,13 @@ class GraphServer:
         # constant time, and a stranger is never told which job this is.)
         if not hmac.compare_digest(hello.token.encode(), self.env.token.encode()):
             raise HandshakeError("job token mismatch: this server belongs to another job")
+        if hello.attempt < self.attempt and hello.role in ("trainer", "sampler"):
+            raise HandshakeError(f"attempt {hello.attempt} of this job has ended (attempt "
+                                 f"{self.attempt} runs now): a process of it is left over")
+        if hello.attempt > self.attempt:
+            self._end_attempts_before(hello.attempt)
         self.authenticated.add(ident)
+        self.attempt_of[ident] = hello.attempt
         # Idle shutdown starts once the clients that hold the job have connected: every
         # trainer of the job (one that finished before another had connected would otherwise
         # end the job for it), or any other client that holds it (a tool, a test); never the
@@ -260,6 +274,42 @@ class GraphServer:
         self.armed = self.armed or len(self.trainers_seen) >= self.expected_trainers
         return msg.HelloReply(self.env.machine_id, self.env.server_id, self.env.job_id,
                               __version__)
+
+    def _end_attempts_before(self, attempt: int) -> None:
+        """Attempt ``attempt`` has begun, so the ones before it have ended: drop the barriers
+        and optimizer steps their trainers left waiting (never to be answered: those callers
+        are gone), free the tensors only they held (persistent ones stay), and forget their
+        connections. A backup forgets the tensors it mapped, to map again what still exists."""
+        old = {i for i, a in self.attempt_of.items() if a < attempt}
+        dropped = [k for k in self.barriers if k[0] < attempt]
+        for k in dropped:
+            del self.barriers[k]
+        steps = [k for k in self.steps if k[0] < attempt]
+        for k in steps:
+            del self.steps[k]
+        freed = []
+        for name in list(self.holders):
+            self.holders[name] -= old
+            if not self.holders[name]:
+                self._free(name)
+                freed.append(name)
+        if not self.is_main:
+            for name in [n for n in self.local.tensors if n not in self.base_tensors]:
+                self.local.tensors.pop(name, None)
+        for i in old:
+            self.attempt_of.pop(i, None)
+            self.authenticated.discard(i)
+        log.info("attempt %d began: dropped %d barrier(s), %d optimizer step(s), freed %s "
+                 "of the attempts before it", attempt, len(dropped), len(steps),
+                 ", ".join(freed) or "no tensor")
+        self.attempt = attempt
+
+    def _free(self, name: str) -> None:
+        """The main server frees non-persistent tensor ``name`` (every holder has let go)."""
+        self.holders.pop(name, None)
+        self.policies.pop(name, None)
+        self.local.tensors.pop(name, None)
+        self.arena.delete(name)
 
     def _pull(self, ident: bytes, m: msg.Pull):
         if not m.stream:
@@ -307,7 +357,8 @@ class GraphServer:
         else:
             self.local.tensors[m.name] = self.arena.create(m.name, tuple(m.shape), m.dtype)
         self.policies[m.name] = m.policy
-        self.holders.setdefault(m.name, set()).add(ident)
+        if not m.persistent and m.name not in self.base_tensors:
+            self.holders.setdefault(m.name, set()).add(ident)
         return msg.CreateReply(not exists)
 
     def _delete(self, ident: bytes, m: msg.Delete) -> msg.Ack:
@@ -315,13 +366,10 @@ class GraphServer:
         created it has (DGL's non-persistent DistTensor); a backup forgets its mapping (it
         maps the array again if it still exists)."""
         self.local.tensors.pop(m.name, None)
-        if self.is_main:
-            holders = self.holders.get(m.name, set())
-            holders.discard(ident)
-            if not holders:
-                self.holders.pop(m.name, None)
-                self.policies.pop(m.name, None)
-                self.arena.delete(m.name)
+        if self.is_main and m.name in self.holders:
+            self.holders[m.name].discard(ident)
+            if not self.holders[m.name]:
+                self._free(m.name)
         return msg.Ack()
 
     def _sample(self, ident: bytes, m: msg.Sample) -> msg.SampleReply:
@@ -347,11 +395,12 @@ class GraphServer:
         them all."""
         if not self.is_main:
             raise DistError("a sparse optimizer step must go to the main server (server_id 0)")
-        shares = self.steps.setdefault(m.step, [])
+        key = (self.attempt_of.get(ident, 0), m.step)
+        shares = self.steps.setdefault(key, [])
         shares.append((ident, self._current_id, m))
         if len(shares) < m.count:
             return DEFERRED
-        del self.steps[m.step]
+        del self.steps[key]
         ids = np.concatenate([s.ids for _, _, s in shares])
         row_shape = self.local.tensor(m.weight).shape[1:]  # grads travel flat
         grads = np.concatenate([s.grads.reshape(len(s.ids), *row_shape) for _, _, s in shares])
@@ -366,18 +415,19 @@ class GraphServer:
         return msg.Ack()
 
     def _barrier(self, ident: bytes, m: msg.Barrier):
-        waiting = self.barriers.setdefault(m.name, [])
+        key = (self.attempt_of.get(ident, 0), m.name)
+        waiting = self.barriers.setdefault(key, [])
         waiting.append((ident, self._current_id))
         if len(waiting) < m.count:
             return DEFERRED
-        del self.barriers[m.name]
+        del self.barriers[key]
         for other, req in waiting[:-1]:
             self._send(other, req, msg.Ack())
         return msg.Ack()
 
     def _stats(self, ident: bytes, m: msg.Stats) -> msg.StatsReply:
         return msg.StatsReply(
-            **self.stats, uptime=time.time() - self.started, clients=len(self.authenticated),
+            **self.stats, uptime=time.time() - self.started, clients=self.connected,
             machine_id=self.env.machine_id, server_id=self.env.server_id,
             tensors=sorted(self.local.tensors), caches=dict(self.cache_reports))
 

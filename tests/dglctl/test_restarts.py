@@ -145,3 +145,43 @@ def test_a_killed_server_starts_again_on_its_host(parts, home, local_cluster):
     again = re.findall(r"(\[m\d trainer \d\]) rank \d feature sum (\S+)", out)[4:]
     assert [sums[k] == v for k, v in again] == [True] * 4, out
     assert leftovers(job.job_id) == ([], [])
+
+
+def _short_barriers(local_cluster) -> None:
+    """A barrier that waits longer than a few timeouts is a hang: fail it (the trainer's
+    error says so) instead of after the default 10 minutes."""
+    data = yaml.safe_load(local_cluster.read_text())
+    data.setdefault("env", {})["DGLCTL_BARRIER_TIMEOUT"] = str(4 * TIMEOUT)
+    local_cluster.write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize("mode", ["barrier-restart", "sparse-restart", "tensor-restart"])
+def test_what_a_failed_attempt_left_on_the_servers_is_dropped(parts, home, local_cluster,
+                                                               capsys, mode):
+    """Rank 1 fails in the first attempt while its peers' arrivals at a barrier, their
+    shares of a sparse optimizer step, or a named tensor it created are on the servers: the
+    next attempt starts clean (its barriers and steps count only its own trainers, a named
+    tensor starts anew, a persistent one stays), and the job succeeds."""
+    _short_barriers(local_cluster)
+    code, out, err = _launch(parts, local_cluster, capsys, mode, "--max-restarts", "1")
+    assert code == 0, out[-3000:] + err[-3000:]
+    assert "restarting the trainers: attempt 1" in err, err[-3000:]
+    after = out[out.index("in attempt 1"):]
+    if mode == "barrier-restart":
+        assert all(f"rank {r} passed 12 barriers in attempt 1" in out for r in range(4)), out
+    elif mode == "sparse-restart":
+        sums = set(re.findall(r"embedding sum (\S+) in attempt 1", out))
+        assert len(re.findall(r"embedding sum \S+ in attempt 1", out)) == 4, out
+        # Every trainer sees the same rows: five steps from zeros, all of this attempt's.
+        assert len(sums) == 1, sums
+        # Adagrad's k-th step moves an element by -lr / sqrt(k) whatever its gradient: five
+        # steps from zeros, this attempt's alone, sum to this over the 400 x 4 elements.
+        expected = -0.1 * sum(1 / k ** 0.5 for k in range(1, 6)) * 4 * 400
+        assert abs(float(sums.pop()) - expected) < 1e-2 * abs(expected), (sums, expected)
+    else:
+        for r in range(4):
+            assert f"rank {r} scratch sum 0.0 kept sum 5600.0 in attempt 1" in out, out
+    assert after.count("] done") == 4
+    job = list_jobs()[-1]
+    assert job.state == "succeeded" and job.attempt == 1
+    assert leftovers(job.job_id) == ([], [])
