@@ -25,6 +25,8 @@ from typing import IO, Any
 
 from ..config import ClusterConfig
 from ..errors import ConfigError, JobFailed
+from ..hosts.openssh import ssh_config_text
+from ..hosts.transport import SSHTransport
 
 RANK_MODULE = "partitioner.distributed"
 _TAGGED = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:(.*)$")
@@ -59,43 +61,18 @@ def local_command(ranks: int, rank_args: Sequence[str], *, python: str) -> list[
             python, "-m", RANK_MODULE, *rank_args]
 
 
-def ssh_config_text(cluster: ClusterConfig) -> str:
-    """An OpenSSH client config with each host's settings from the cluster YAML, for the
-    ssh that mpiexec starts its daemons with (mpiexec takes one command for every host)."""
-    lines: list[str] = []
-    for h in cluster.hosts:
-        s = h.ssh
-        lines.append(f"Host {h.address}")
-        if s.user:
-            lines.append(f"  User {s.user}")
-        if s.port:
-            lines.append(f"  Port {s.port}")
-        if s.key:
-            lines.append(f"  IdentityFile {s.key}")
-            lines.append("  IdentitiesOnly yes")
-        if s.known_hosts:
-            lines.append(f"  UserKnownHostsFile {s.known_hosts}")
-        lines.append(f"  StrictHostKeyChecking {'yes' if s.strict_host_keys else 'no'}")
-        lines.append(f"  ConnectTimeout {int(s.connect_timeout)}")
-        lines.append("  BatchMode yes")
-    user_config = next((h.ssh.config for h in cluster.hosts if h.ssh.config), None)
-    if user_config:
-        # Last, so the YAML's settings above win (ssh takes an option's first value), and
-        # under 'Host *', so it applies to every host (its own Host blocks as they are).
-        lines += ["Host *", f"  Include {user_config}"]
-    return "\n".join(lines) + "\n"
-
-
 def cluster_command(cluster: ClusterConfig, rank_args: Sequence[str], folder: Path,
                     python: str) -> list[str]:
     """mpiexec of one rank per host of ``cluster``: on this machine with ``python`` (this
     interpreter, as the launcher's local transport does) for a ``local`` cluster, else over
     SSH with the hosts' settings (a config written into ``folder``), each host's rank started
-    with its own Python in its workspace."""
+    with its own Python in its workspace. The config holds the options the launcher's own
+    ssh gets for each host (``hosts/openssh.py``), from the same resolution."""
     if cluster.transport == "local":
         return local_command(len(cluster.hosts), rank_args, python=python)
     config = folder / "ssh_config"
-    config.write_text(ssh_config_text(cluster))
+    config.write_text(ssh_config_text((h, SSHTransport(h, cluster).resolved())
+                                      for h in cluster.hosts))
     argv = [find_mpiexec(), *_root_flags(), "--tag-output",
             "--mca", "plm_rsh_agent", f"ssh -F {shlex.quote(str(config))}"]
     for i, h in enumerate(cluster.hosts):

@@ -341,11 +341,11 @@ def sshd(tmp_path_factory):
 
 
 def _ssh_cluster(path: Path, sshd, pythons: tuple[str, str] = (sys.executable,) * 2,
-                 port: int | None = None) -> Path:
+                 port: int | None = None, **ssh: str) -> Path:
     data = {
         "transport": "ssh",
         "ssh": {"user": "root", "port": port or sshd.port, "key": str(sshd.client_key),
-                "known_hosts": str(sshd.known_hosts), "connect_timeout": 3},
+                "known_hosts": str(sshd.known_hosts), "connect_timeout": 3, **ssh},
         "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws-h{i}"),
                    "python": py}
                   for i, (a, py) in enumerate(zip(("127.0.0.2", "127.0.0.3"), pythons,
@@ -376,6 +376,29 @@ def test_ranks_over_ssh_write_what_one_machine_writes(inputs, sshd, tmp_path):
     assert "plm:rsh: final template argv" in said and "/ssh -F " in said, said[-3000:]
     config = (tmp_path / "dist.logs" / "ssh_config").read_text()
     assert f"Port {sshd.port}" in config and str(sshd.client_key) in config
+
+
+@pytest.mark.ssh
+def test_the_yaml_known_hosts_adds_to_the_files_mpiexecs_ssh_reads(inputs, sshd, tmp_path):
+    """ssh.known_hosts adds a file to the known-hosts files ssh reads, for the ssh mpiexec
+    starts its daemons with as for the launcher's connections: here the YAML's file knows
+    only another host, and the hosts' key is in the file the user's ssh config names."""
+    other = tmp_path / "other_host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                   check=True)
+    known = tmp_path / "yaml_known_hosts"
+    known.write_text("elsewhere.invalid " + " ".join(
+        (tmp_path / "other_host_key.pub").read_text().split()[:2]) + "\n")
+    config = tmp_path / "user_ssh_config"
+    config.write_text(f"Host *\n  UserKnownHostsFile {sshd.known_hosts}\n")
+    cluster = _ssh_cluster(tmp_path / "ssh.yaml", sshd, known_hosts=str(known),
+                           config=str(config))
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(tmp_path / "out"), "--distributed", "--cluster", str(cluster),
+                "--method", "random")
+    assert r.returncode == 0, r.stderr  # preflight (paramiko) and mpiexec's daemons (ssh)
+    assert read_config(tmp_path / "out" / "g.json").num_parts == 2
+    _no_process_left(tmp_path / "out")
 
 
 @pytest.mark.ssh

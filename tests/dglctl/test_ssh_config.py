@@ -221,3 +221,79 @@ def test_a_user_certificate_logs_in_everywhere(tmp_path):
         refused(c, 0, tmp_path, AuthFailed, "authentication failed")
     finally:
         server.stop()
+
+
+def _ssh_g(argv: list[str]) -> dict[str, str]:
+    """What ``ssh -G`` resolves for the command ``argv`` (``ssh [options] HOST``): no server
+    is asked. Each keyword once, its values joined by newlines (IdentityFile is repeated)."""
+    import subprocess
+
+    p = subprocess.run([argv[0], "-G", *argv[1:]], capture_output=True, text=True,
+                       timeout=TIMEOUT, stdin=subprocess.DEVNULL, check=True)
+    out: dict[str, list[str]] = {}
+    for line in p.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        out.setdefault(key, []).append(value)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("config_names_known_hosts", [False, True],
+                         ids=["default-known-hosts", "config-known-hosts"])
+def test_mpiexec_and_the_launcher_reach_a_host_the_same_way(tmp_path, config_names_known_hosts):
+    """For one cluster YAML, the ssh config mpiexec starts its daemons with (``partition
+    --distributed --cluster``) and the launcher's own ssh command resolve to the same
+    settings (``ssh -G``, no server needed), which are the paramiko connection's: the alias's
+    blocks of the user's config apply, and the YAML's known_hosts file is added to the files
+    ssh reads (the config's, else ssh's defaults), not put in their place."""
+    import shlex
+
+    from dglctl.hosts.openssh import openssh_argv
+    from dglctl.hosts.transport import SSHTransport
+    from dglctl.jobs.mpi import cluster_command
+
+    key = tmp_path / "id_test"
+    key.write_text("")  # ssh skips an -i file that does not exist
+    known = tmp_path / "yaml known%hosts"  # a space and a %-token: read literally
+    config_known = tmp_path / "config_known_hosts"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host gpu0\n  HostName 127.0.0.2\n  ProxyJump login\n  Compression yes\n"
+                   "  ServerAliveInterval 7\n"
+                   + (f"  UserKnownHostsFile {config_known}\n" if config_names_known_hosts
+                      else "")
+                   + "Host login\n  HostName 127.0.0.3\n  Port 2200\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "transport": "ssh",
+        "ssh": {"user": "root", "port": 2222, "key": str(key), "known_hosts": str(known),
+                "connect_timeout": 4, "config": str(cfg)},
+        "hosts": ["gpu0", {"address": "127.0.0.3", "user": "deploy"}]}))
+    cluster = load_cluster_config(path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    argv = cluster_command(cluster, ["--out", "x"], logs, sys.executable)
+    agent = shlex.split(argv[argv.index("plm_rsh_agent") + 1])  # ssh -F FILE
+    for host in cluster.hosts:
+        r = SSHTransport(host, cluster).resolved()
+        launcher = _ssh_g(openssh_argv(host, r))
+        mpiexec = _ssh_g([*agent, host.address])
+        launcher.pop("loglevel")  # the launcher's ssh is quiet (-q); mpiexec shows ssh's errors
+        mpiexec.pop("loglevel")
+        assert mpiexec == launcher, {k: (mpiexec.get(k), launcher.get(k))
+                                     for k in {*mpiexec, *launcher}
+                                     if mpiexec.get(k) != launcher.get(k)}
+        # ... and both are what paramiko connects with.
+        assert (launcher["hostname"], launcher["port"], launcher["user"]) == (
+            r.hostname, str(r.port), r.user)
+        assert launcher["identityfile"] == str(key) and launcher["identitiesonly"] == "yes"
+        assert launcher["userknownhostsfile"] == " ".join(r.known_hosts)
+        assert launcher["stricthostkeychecking"] == "true"
+        assert (launcher["connecttimeout"], launcher["batchmode"]) == ("4", "yes")
+        assert r.known_hosts[0] == str(known) and set(SYSTEM_KNOWN_HOSTS) <= set(r.known_hosts)
+        if host.address == "gpu0":
+            assert launcher["proxyjump"] == "login" and launcher["compression"] == "yes"
+            assert launcher["serveraliveinterval"] == "7"
+        if config_names_known_hosts and host.address == "gpu0":
+            assert str(config_known) in r.known_hosts
+        else:  # ssh's defaults for the user's files
+            assert any(p.endswith("/.ssh/known_hosts") for p in r.known_hosts)
+    assert [h.ssh.user for h in cluster.hosts] == ["root", "deploy"]
