@@ -47,7 +47,7 @@ import xxhash
 from partitioner.format import file_checksum
 
 from .context import get_context
-from .env import torch_rank_world
+from .env import current_attempt, torch_rank_world
 from .errors import CheckpointError
 from .split import trainer_share
 
@@ -267,8 +267,8 @@ def check_shared(directory: str | os.PathLike[str]) -> None:
     if world == 1 or key in _SHARED:
         return
     # The same name on every trainer of this attempt, another on the next one.
-    tag = (f"{os.environ.get('DGLCTL_JOB_ID', 'job')}-"
-           f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}-{len(_SHARED)}")
+    env = get_context().env
+    tag = f"{env.job_id if env is not None else 'job'}-{current_attempt()}-{len(_SHARED)}"
     try:
         path.mkdir(parents=True, exist_ok=True)
         mark = path / f"{_MARK}{tag}-rank{rank}"
