@@ -5,8 +5,10 @@ and the project both go this way.
 
 A file may change on this machine between listing and copying (the launcher's log, a
 checkpoint another job writes, a download): it is sent as it was read. For the shards that is
-an error (the partition is being rewritten under the launch); for the project it is reported
-(``SyncResult.changed``, ``SyncResult.vanished``) and the launch goes on.
+an error (the partition is corrupted, or being rewritten under the launch), and it is looked
+for here before anything is compared or sent (``local_sums``: a host's good copy does not hide
+a bad shard on this machine); for the project it is reported (``SyncResult.changed``,
+``SyncResult.vanished``) and the launch goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..display import Progress
 from ..errors import IntegrityError
 from ..hosts.agent_client import AgentClient
 from ..hosts.sent import Sent
+from .local_sums import check_local, mismatch_error
 
 
 @dataclass
@@ -39,9 +42,12 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
                progress: Progress | None = None, *, strict: bool = True) -> SyncResult:
     """Make ``remote_rel`` (in the host's workspace) hold ``rels`` as ``expected`` says
     (``rel -> (size, xxh3_128)``), copying from ``local_root``. ``progress`` hears of the
-    bytes to send and of each file sent. ``strict``: a file that is no longer as expected
-    when it is read is an error; else it is sent as read (or left out if deleted) and named
-    in the result."""
+    bytes to send and of each file sent. ``strict``: the files here are first held to
+    ``expected``, and one that is not (or is no longer when it is read to be sent) is an
+    IntegrityError naming it; else a changed file is sent as read (or left out if deleted)
+    and named in the result."""
+    if strict:
+        check_local(local_root, rels, expected)
     t = client.transport
     root = t.path(remote_rel)
     have = client.checksums(root, list(rels), sizes_only=True, timeout=60)
@@ -67,11 +73,10 @@ def sync_files(client: AgentClient, local_root: Path, remote_rel: str, rels: Seq
             continue
         if (sent[rel].size, sent[rel].xxh3_128) != tuple(expected[rel]):
             if strict:
-                raise IntegrityError(
-                    f"{local_root / rel}: changed while the launch copied it (its checksum "
-                    "is no longer the one its config records)",
-                    hint="something is rewriting the partition; let it finish (or "
-                         "re-partition), then launch again")
+                # Good when checked just before: it changed since, as it was read.
+                raise mismatch_error(local_root / rel, local_root,
+                                     "the bytes read to copy it do not match the part "
+                                     "config's checksum")
             result.changed.append(rel)
         result.files += 1
         result.bytes += sent[rel].size
