@@ -8,10 +8,13 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..display import PhaseProgress
 from ..errors import ConfigError, Interrupted
+
+if TYPE_CHECKING:
+    from ..hosts.agent_client import PreflightReport
 
 # What a distributed run reads a share of (each rank touches its rows or its chunks only).
 FORMATS = ("npz", "chunked")
@@ -101,17 +104,48 @@ def preflight(cluster: Any, *, method: str, need: int) -> None:
         found = pf.host_problems(h, r, share, lambda: share)
         found.pop("address", None)  # MPI takes its own addresses
         problems += found.values()
-        if r.mpi_error is not None:
-            problems.append(f"host {h.name}: mpi4py does not load with {r.executable}: "
-                            f"{r.mpi_error}")
-            libraries = True
-        elif method == "parmetis" and r.parmetis_error is not None:
-            problems.append(f"host {h.name}: {r.parmetis_error}")
+        missing = _library_problem(f"host {h.name}", r, method)
+        if missing is not None:
+            problems.append(missing)
             libraries = True
     if problems:
         from ..jobs.mpi import INSTALL_HINT
 
         raise PreflightError(problems, hint=INSTALL_HINT if libraries else None)
+
+
+def _library_problem(where: str, r: PreflightReport, method: str) -> str | None:
+    """What a rank started with ``r.executable`` lacks, by the agent's report ``r``: mpi4py
+    (with its MPI library), or for ``parmetis`` the ParMETIS library; None if nothing."""
+    if r.mpi_error is not None:
+        return (f"{where}: mpi4py does not load with {r.executable}: {r.mpi_error} "
+                "(pip install 'dglctl[mpi]' into that Python)")
+    if method == "parmetis" and r.parmetis_error is not None:
+        return f"{where}: {r.parmetis_error} (--method random needs no library)"
+    return None
+
+
+def preflight_here(*, method: str, timeout: float) -> None:
+    """Whether ranks can run on this machine (``--ranks``, or a ``local`` cluster): the check
+    an SSH host's agent makes, here, with this interpreter (the one mpiexec starts the ranks
+    with): mpi4py and its MPI library load in a child of it, and for ``parmetis`` the
+    ParMETIS library. A missing one is one PreflightError naming it and what to install,
+    before mpiexec starts (not a traceback from every rank)."""
+    from ..errors import PreflightError
+    from ..hosts.agent_client import AgentClient
+    from ..hosts.transports import make_transport
+    from ..jobs.mpi import INSTALL_HINT
+    from ..jobs.mpi_job import this_machine
+
+    cluster = this_machine(timeout)
+    transport = make_transport(cluster.hosts[0], cluster)
+    try:  # the workspace is the one the partition's job then runs in
+        report = AgentClient(transport).preflight(cluster.hosts[0].data_address, [], mpi=True)
+    finally:
+        transport.close()
+    missing = _library_problem("this machine", report, method)
+    if missing is not None:
+        raise PreflightError([missing], hint=INSTALL_HINT)
 
 
 def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str,
@@ -154,16 +188,19 @@ def run_distributed(display: Any, *, input_path: Path, fmt: str, graph_name: str
                               "ranks as Slurm job steps yet (transport slurm)",
                               hint="inside the allocation, run it on one node with --ranks "
                                    "N, or give an SSH cluster file of the nodes")
+        # Before the logs folder: a host that fails preflight leaves nothing behind.
         if cluster.transport != "local":
-            # Before the logs folder: a host that fails preflight leaves nothing behind.
             preflight(cluster, method=method, need=_input_bytes(input_path))
+        else:  # every rank runs here, with this interpreter
+            preflight_here(method=method, timeout=timeout)
         logs.mkdir(parents=True, exist_ok=True)
         argv = mpi.cluster_command(cluster, rank_args, logs, sys.executable)
         where = f"{len(cluster.hosts)} hosts of {cluster_path}"
     else:
         count = ranks or num_parts
+        preflight_here(method=method, timeout=timeout)
+        argv = mpi.local_command(count, rank_args, python=sys.executable)  # finds mpiexec
         logs.mkdir(parents=True, exist_ok=True)
-        argv = mpi.local_command(count, rank_args, python=sys.executable)
         where = f"{count} ranks on this machine"
     progress = PhaseProgress(display, total=6 if out_edges else 5)
     progress.note(f"partitioning on {where} (mpiexec; every rank's output in {logs})")

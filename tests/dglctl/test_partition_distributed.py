@@ -144,6 +144,33 @@ def test_a_local_cluster_runs_one_rank_per_host(inputs, tmp_path, local_cluster)
     assert (tmp_path / "logs" / "rank-0.log").exists()
 
 
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("where", ["ranks", "local-cluster"])
+def test_a_python_without_mpi4py_is_refused_before_any_rank(inputs, tmp_path, home,
+                                                           local_cluster, where):
+    # A real stand-in for a missing package: the ranks' Python finds it and cannot import it.
+    stand_in = tmp_path / "site" / "mpi4py"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('raise ImportError("No module named mpi4py")\n')
+    out = tmp_path / "out"
+    ranks = ["--ranks", "2"] if where == "ranks" else ["--cluster", str(local_cluster)]
+    r = _dglctl("partition", "--input", str(inputs / "g.npz"), "--num-parts", "2", "--out",
+                str(out), "--distributed", *ranks,
+                env={"PYTHONPATH": f"{stand_in.parent}{os.pathsep}{REPO}"})
+    assert r.returncode == 2, r.stderr
+    assert (f"this machine: mpi4py does not load with {sys.executable}: ImportError: No module "
+            "named mpi4py (pip install 'dglctl[mpi]' into that Python)") in r.stderr, r.stderr
+    assert "apt-get install openmpi-bin libopenmpi-dev libptscotch-dev" in r.stderr  # the hint
+    assert r.stderr.count("error:") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "<stderr>" not in r.stderr and "rank" not in r.stderr, r.stderr
+    # No rank started: mpiexec never ran (no job recorded), and no logs folder or output.
+    from dglctl.jobs.manifest import list_jobs
+
+    assert list_jobs() == []
+    assert not (tmp_path / "out.logs").exists()
+    _nothing_left(out)
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize(("extra", "said"), [
     (["--method", "parmetis"], "--method parmetis is for a partition on MPI ranks"),
