@@ -15,7 +15,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..agent.protocol import GRACE_SECONDS
-from ..errors import ConfigError, HostError
+from ..errors import ConfigError, DglctlError, HostError
 
 if TYPE_CHECKING:
     from ..display import Display
@@ -70,7 +70,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
 
     display = app.display(json_mode)
     if job is None:
-        jobs = list_jobs()
+        jobs = [_settle(j, None) for j in list_jobs()]
         display.json([{"job": j.job_id, "state": j.state, "script": j.script,
                        "hosts": [h.name for h in j.hosts], "created": j.created,
                        "result": j.result} for j in jobs])
@@ -91,6 +91,7 @@ def status(app: Any, job: str | None, json_mode: bool) -> None:
             states = probe_job(clients, m)
         finally:
             _close(clients)
+    m = _settle(m, states)
     alive = any(s.state is ProcStatus.RUNNING for s in states.values())
     state = m.state if m.state not in (JobState.RUNNING, JobState.STARTING) or alive \
         else JobState.STOPPED
@@ -166,16 +167,55 @@ def _say_attempts(display: Display, m: JobManifest, max_restarts: int, alive: bo
         display.result(f"  attempt {m.attempt}: {'running' if alive else m.state}")
 
 
+def _settle(m: JobManifest, states: dict[str, ProcState] | None) -> JobManifest:
+    """``m``, its end recorded if its launcher is gone and none of its processes runs (from
+    their exit statuses: ``observe.settled_state``), so the job list and ``status JOB`` agree.
+    ``states`` None (the job list): the hosts are asked only for a job recorded as active
+    whose launcher ran on this machine and is gone."""
+    from ..jobs.manifest import JobState
+    from ..jobs.observe import launcher_gone, probe_job, settled_state
+
+    if m.state not in (JobState.STARTING, JobState.RUNNING) or not m.procs:
+        return m
+    if states is None:
+        if not launcher_gone(m, {}):
+            return m
+        clients = _clients(m)
+        try:
+            states = probe_job(clients, m)
+        except DglctlError:
+            return m  # a host does not answer: nothing is settled
+        finally:
+            _close(clients)
+    found = settled_state(m, states, [h.name for h in m.hosts])
+    if found is None:
+        return m
+    state, cause = found
+
+    def ended(rec: JobManifest) -> None:
+        if rec.state in (JobState.STARTING, JobState.RUNNING):  # no one recorded it meanwhile
+            rec.state = state
+            rec.ended = time.time()
+            if cause:
+                rec.result.setdefault("cause", cause)
+
+    m.update(ended)
+    return m
+
+
 def _supervision(m: JobManifest, states: dict[str, ProcState]) -> tuple[dict[str, Any], str]:
     """Who keeps the job running, for ``--json`` and in words: a detached job runs on by
     itself; a supervised one ends soon after its launcher stops renewing the lease."""
-    if m.lease_seconds is None:
-        return {"mode": "detached"}, "detached: runs until it ends or 'dglctl stop'"
+    if m.lease_seconds is None:  # a record of an older dglctl's detached job
+        return {"mode": "unsupervised"}, "unsupervised: runs until it ends or 'dglctl stop'"
     ages = [s.lease_age for s in states.values() if s.lease_age is not None]
     age = max(ages) if ages else None  # the host that heard from the launcher least recently
     out = {"mode": "supervised", "launcher": m.launcher, "lease_seconds": m.lease_seconds,
            "lease_age": age}
     who = f"pid {m.launcher.get('pid')} on {m.launcher.get('host')}" if m.launcher else "?"
+    if m.launcher.get("detached"):
+        out["mode"] = "detached"
+        who = f"its background launcher, {who}; its output: {m.launcher.get('log')}"
     if age is not None and age > m.lease_seconds:
         return out, (f"supervised, but its launcher ({who}) has not renewed the lease for "
                      f"{age:.0f}s: the processes are ending by themselves")

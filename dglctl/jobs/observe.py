@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..hosts.agent_client import (
@@ -17,7 +21,7 @@ from ..hosts.agent_client import (
     probe_hosts,
     read_logs,
 )
-from .manifest import JobManifest, ProcRecord
+from .manifest import JobManifest, JobState, ProcRecord
 
 
 def probe_job(clients: Sequence[AgentClient], manifest: JobManifest) -> dict[str, ProcState]:
@@ -224,3 +228,58 @@ def failure_report(manifest: JobManifest, failed: Sequence[ProcState], host_name
     if first.error:
         result["exception"] = first.error.get("message")
     return msg, result
+
+
+def _process_alive(pid: int) -> bool | None:
+    """Whether process PID of this host runs (a zombie, ended but not reaped, does not); None
+    where that cannot be told (it belongs to another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return None
+    try:
+        # /proc/PID/stat: "pid (comm) S ...": the state follows the last ")".
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def launcher_gone(manifest: JobManifest, states: Mapping[str, ProcState],
+                  now: float | None = None) -> bool:
+    """Whether the job's launcher (a detached job's: its background supervisor) can no longer
+    record how the job ended: its process is gone (it ran on this host), or every process of
+    the job ended longer ago than the job's lease (a live launcher records the end within a
+    second of the last process's)."""
+    launcher = manifest.launcher or {}
+    if launcher.get("host") == socket.gethostname() and isinstance(launcher.get("pid"), int):
+        alive = _process_alive(int(launcher["pid"]))
+        if alive is not None:
+            return not alive
+    ended = [s.ended for s in states.values() if s.ended is not None]
+    lease = manifest.lease_seconds or 0.0
+    return bool(ended) and (now or time.time()) - max(ended) > lease
+
+
+def settled_state(manifest: JobManifest, states: Mapping[str, ProcState],
+                  host_names: Sequence[str]) -> tuple[JobState, str | None] | None:
+    """How a job whose launcher is gone ended, from its processes' exit codes: succeeded when
+    every trainer of its last attempt exited 0, else failed with the root cause in words
+    (None while any of its processes runs, or while its launcher may still record it)."""
+    if not states or any(s.state is ProcStatus.RUNNING for s in states.values()):
+        return None
+    if not launcher_gone(manifest, states):
+        return None
+    trainers = [states[p.name] for p in manifest.live_procs()
+                if p.role == "trainer" and p.name in states]
+    if trainers and all(s.succeeded for s in trainers):
+        return JobState.SUCCEEDED, None
+    failed = [s for s in states.values() if s.failed] or list(states.values())
+    first = root_cause(failed)
+    rec = next((p for p in manifest.procs if p.name == first.name), None)
+    where = (f"[{host_names[rec.host]} {rec.role} {rec.rank}] ({rec.name})" if rec is not None
+             else first.name)
+    return JobState.FAILED, (f"{where} {how_it_ended(first)}; its launcher had ended without "
+                             "recording it (settled from the processes' exit statuses)")
