@@ -20,6 +20,8 @@ class AppContext:
 
     debug: bool
     quiet: bool
+    # The arguments dglctl was run with: a detached launch starts its supervisor with them.
+    argv: tuple[str, ...] = ()
 
     def display(self, json_mode: bool = False) -> Display:
         """The display for a command (``json_mode``: stdout only for the JSON result)."""
@@ -40,7 +42,9 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
       dglctl partition --input data/demo.npz --num-parts 2 --out parts/
       dglctl inspect   parts/
     """
-    ctx.obj = AppContext(debug=debug, quiet=quiet)
+    # main() hands its arguments in; else (click's own entry) they are the command line's.
+    argv = ctx.obj.argv if isinstance(ctx.obj, AppContext) else tuple(sys.argv[1:])
+    ctx.obj = AppContext(debug=debug, quiet=quiet, argv=argv)
 
 
 def _register() -> None:
@@ -65,7 +69,8 @@ def _print_traceback(exc: BaseException) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turn errors into messages and exit codes."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in args
     # Ctrl-C, TERM and HUP reach dglctl even if it inherited them blocked (exec keeps the mask
     # of the thread that started it: e.g. a pool thread of a program that blocked them, as
     # `dglctl partition` does in its threads): 'logs -f' or a launch would never end on them.
@@ -75,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     display = Display()
     try:
         # Outside standalone mode click returns an Exit's code instead of raising it.
-        code = cli.main(args=argv, prog_name="dglctl", standalone_mode=False)
+        code = cli.main(args=args, prog_name="dglctl", standalone_mode=False,
+                        obj=AppContext(debug=debug, quiet=False, argv=tuple(args)))
         if isinstance(code, int) and code:
             return code
     except click.exceptions.Abort:

@@ -158,8 +158,14 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     (The older order, SCRIPT OPTIONS -- ARGS, still works.)
     """
     from ..config import cluster_from_ip_config, load_cluster_config
+    from ..jobs.detach import supervised_job
     from ..jobs.launcher import Launcher, LaunchOptions
 
+    # The background launcher a detached launch started: it supervises the job as a
+    # foreground launch does, its output going to the job's log.
+    supervising = supervised_job()
+    if supervising is not None:
+        detach = json_mode = False
     if json_mode and not (dry_run or detach):
         raise ConfigError("--json goes with --dry-run or --detach",
                           hint="a supervised launch streams its logs as text")
@@ -183,10 +189,13 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
         servers_per_host=num_servers, trainers_per_host=num_trainers,
         samplers_per_trainer=num_samplers, gpus_per_host=num_gpus, port_base=port_base,
         max_restarts=max_restarts, feature_cache_gb=feature_cache_gb)
+    if detach and not dry_run:
+        _detach(display, app.argv, cluster.timeout)
+        return
     opts = LaunchOptions(script=script, script_args=tuple(script_args), part_config=part_config,
                          detach=detach, port_base_explicit=port_base is not None,
                          module=module, workdir=workdir)
-    launcher = Launcher(cluster, opts, display)
+    launcher = Launcher(cluster, opts, display, job_id=supervising)
     if dry_run:
         plan = launcher.dry_run()
         # How each host would be reached, as 'ssh -G' resolves it (no connection is made).
@@ -200,6 +209,28 @@ def launch(app: Any, script_args: tuple[str, ...], module: str | None, workdir: 
     code = launcher.run()
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _detach(display: Display, argv: tuple[str, ...], timeout: float) -> None:
+    """Start this launch again in the background as the job's supervisor, show its steps
+    until the job runs, then say how to follow it (or fail with the launch's error)."""
+    import sys
+
+    from ..jobs.detach import start_detached, supervisor_log
+
+    def echo(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    code, m = start_detached(argv, echo, timeout=3 * timeout)
+    if code:
+        raise click.exceptions.Exit(code)
+    assert m is not None  # it runs: its record is there
+    log = supervisor_log(m.job_id)
+    display.json({"job": m.job_id, "state": str(m.state), "hosts": [h.name for h in m.hosts],
+                  "processes": len(m.procs), "supervisor": m.launcher, "log": str(log)})
+    display.result(f"job {m.job_id} {m.state} (detached): supervised in the background by pid "
+                   f"{m.launcher.get('pid')} (its output: {log}); follow it with 'dglctl logs "
+                   f"{m.job_id} -f', end it with 'dglctl stop {m.job_id}'")
 
 
 def resolve_cluster(cluster_path: Path | None, slurm: bool, display: Display, *,

@@ -40,6 +40,7 @@ from ..hosts.group import fan_out
 from ..hosts.netif import interface_of
 from ..hosts.transport import Transport
 from ..hosts.transports import make_transport
+from .detach import supervisor_log
 from .manifest import HostRecord, JobManifest, JobState, ProcRecord, dglctl_home, new_job_id
 from .observe import LogStream, failure_report, probe_job
 from .plan import (
@@ -123,11 +124,14 @@ class Launcher:
 
     def __init__(self, cluster: ClusterConfig, opts: LaunchOptions, display: Display,
                  transport_factory: Callable[[Host, ClusterConfig], Transport] = make_transport,
-                 ) -> None:
+                 job_id: str | None = None) -> None:
+        """``job_id``: the id a detached launch made for the job this launcher supervises in
+        the background (``jobs/detach.py``); else a new one."""
         self.cluster = cluster
         self.opts = opts
         self.display = display
-        self.job_id = new_job_id()
+        self.detached = job_id is not None
+        self.job_id = job_id or new_job_id()
         self.token = secrets.token_hex(16)
         self.part_cfg = read_part_config(opts, cluster)
         self.hosts = select_hosts(cluster, self.part_cfg.num_parts, self.part_cfg.where)
@@ -144,9 +148,6 @@ class Launcher:
             display.info(f"warning: the project {self.project.root} is "
                          f"{human_bytes(self.project.bytes)} ({len(self.project.files)} files), "
                          f"shipped to every host; list what they do not need in {IGNORE_FILE}")
-        if opts.detach and cluster.max_restarts:
-            display.info(f"warning: max_restarts {cluster.max_restarts} does not apply to a "
-                         "detached job: restarts are the supervising launcher's work")
         if cluster.spares and not cluster.max_restarts:
             display.info(f"warning: the spare hosts of {cluster.path} are taken only by a "
                          "restart: set max_restarts (or --max-restarts) for a lost host to be "
@@ -158,8 +159,8 @@ class Launcher:
         self.manifest: JobManifest | None = None
         self.logs = LogStream(self.clients, self.job_id)
         self.local_ip_config = dglctl_home() / "jobs" / f"{self.job_id}.ip_config.txt"
-        # A detached job runs without its launcher; a supervised one ends soon after it.
-        self.lease = None if opts.detach else lease_seconds(cluster.timeout)
+        # The job ends soon after its launcher (a detached job's: its background one) does.
+        self.lease = lease_seconds(cluster.timeout)
         self.renewer: LeaseRenewer | None = None
         self._progress: Progress | None = None
         self._phase = "start"  # the step the launch is in, recorded if it fails there
@@ -208,16 +209,6 @@ class Launcher:
                                             call_timeout=self.lease).start()
             self._step(3, "servers", self.start_servers)
             self._step(4, "trainers", self.start_trainers)
-            if self.opts.detach:
-                self._set_state(JobState.RUNNING)
-                assert self.manifest is not None  # recorded by the copy step
-                self.display.json({"job": self.job_id, "state": str(JobState.RUNNING),
-                                   "hosts": [h.name for h in self.hosts],
-                                   "processes": len(self.manifest.procs)})
-                self.display.result(f"job {self.job_id} running (detached); follow it with "
-                                    f"'dglctl logs {self.job_id} -f', end it with "
-                                    f"'dglctl stop {self.job_id}'")
-                return 0
             self._phase = "running"
             self.display.info(f"[5/{STEPS}] running job {self.job_id} (Ctrl-C stops it on every "
                               "host)")
@@ -237,8 +228,7 @@ class Launcher:
                 signal.signal(sig, h)
             if self.renewer is not None:
                 self.renewer.stop()  # the teardown ends the job; so would the lapsed lease
-            if started and self.manifest is not None and not (
-                    self.opts.detach and self.manifest.state == JobState.RUNNING):
+            if started and self.manifest is not None:
                 self.teardown()
             for c in self.clients:
                 c.close_session()
@@ -387,7 +377,9 @@ class Launcher:
             part_config=str(self.part_cfg.file), ip_config=str(self.local_ip_config),
             hosts=hosts, shm_dir=plan.shm_dir if plan is not None else None,
             encrypt=self.cluster.encrypt, lease_seconds=self.lease, timeout=self.cluster.timeout,
-            launcher={"pid": os.getpid(), "host": socket.gethostname()})
+            launcher={"pid": os.getpid(), "host": socket.gethostname(),
+                      **({"detached": True, "log": str(supervisor_log(self.job_id))}
+                         if self.detached else {})})
         self.manifest.save()
 
     def _start(self, spec: ProcSpec, attempt: int = 0) -> None:

@@ -1,5 +1,6 @@
-"""A supervised job ends by itself soon after its launcher dies (SIGKILL, lost connection);
-a detached one runs on. Real launchers, real processes, local and over a real sshd."""
+"""A supervised job ends by itself soon after its launcher dies (SIGKILL, lost connection),
+and ``status`` then records how it ended; a detached one runs on under the launcher it left in
+the background. Real launchers, real processes, local and over a real sshd."""
 
 from __future__ import annotations
 
@@ -105,18 +106,52 @@ def test_sigkilled_launcher_leaves_nothing_running(parts, home, local_cluster, c
 
 
 @pytest.mark.multiprocess
-def test_detached_job_runs_on_without_its_launcher(parts, home, local_cluster, capsys):
+def test_detached_job_runs_on_under_its_background_launcher(parts, home, local_cluster,
+                                                            capsys):
+    """The launch returns; the job runs on past any lease, renewed by the launcher it left in
+    the background, which ends with the job when it is stopped."""
     cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
     proc, m = _sleeping_job(cluster, parts[2], 4, "--detach")
     try:
-        assert proc.wait(timeout=6 * TIMEOUT) == 0  # the launcher is gone
-        assert JobManifest.load(m.job_id).lease_seconds is None
+        assert proc.wait(timeout=6 * TIMEOUT) == 0  # the launch is gone
+        m = JobManifest.load(m.job_id)
+        assert m.lease_seconds == lease_seconds(JOB_TIMEOUT)
+        supervisor = int(m.launcher["pid"])
+        assert supervisor != proc.pid and m.launcher["detached"]
         time.sleep(lease_seconds(JOB_TIMEOUT) + 2 * JOB_TIMEOUT)  # past any lease
         st = _status(m.job_id, capsys)
-        assert st["supervision"]["mode"] == "detached"
+        assert st["supervision"]["mode"] == "detached", st["supervision"]
+        assert st["supervision"]["lease_age"] < lease_seconds(JOB_TIMEOUT)
         assert [p["state"] for p in st["processes"]] == ["running"] * 6
     finally:
         main(["stop", m.job_id])
+    deadline = time.monotonic() + 6 * TIMEOUT
+    while Path(f"/proc/{supervisor}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{supervisor}").exists(), "the background launcher is still there"
+    assert JobManifest.load(m.job_id).state == "stopped"
+    assert leftovers(m.job_id) == ([], [])
+
+
+@pytest.mark.multiprocess
+def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, local_cluster,
+                                                           capsys):
+    """Nothing recorded the end of a job whose launcher was SIGKILLed: ``status`` settles it
+    from the processes' exit statuses (the lease ended them), and the list agrees."""
+    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    proc, m = _sleeping_job(cluster, parts[2], 4)
+    try:
+        _kill_launcher_and_time(proc, m)
+    finally:
+        proc.kill()
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    (listed,) = [j for j in json.loads(capsys.readouterr().out) if j["job"] == m.job_id]
+    assert listed["state"] == "failed", listed
+    assert "its launcher had ended without recording it" in listed["result"]["cause"]
+    assert "lease" in listed["result"]["cause"], listed["result"]
+    st = _status(m.job_id, capsys)
+    assert st["state"] == "failed"
     assert leftovers(m.job_id) == ([], [])
 
 
