@@ -23,6 +23,7 @@ from typing import Any
 
 from .files import cmd_checksums, cmd_prune
 from .logs import cmd_logs, cmd_tail
+from .ports import cmd_release, cmd_reserve
 from .preflight import cmd_preflight
 from .processes import cmd_listening, cmd_probe, cmd_renew, cmd_start, cmd_stop, cmd_wrap
 from .protocol import AGENT_MODULE, GRACE_SECONDS, SSH_ARRIVAL
@@ -31,7 +32,8 @@ from .protocol import AGENT_MODULE, GRACE_SECONDS, SSH_ARRIVAL
 COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "preflight": cmd_preflight, "checksums": cmd_checksums, "prune": cmd_prune,
     "start": cmd_start, "listening": cmd_listening, "renew": cmd_renew, "probe": cmd_probe,
-    "stop": cmd_stop, "logs": cmd_logs, "tail": cmd_tail,
+    "stop": cmd_stop, "logs": cmd_logs, "tail": cmd_tail, "reserve": cmd_reserve,
+    "release": cmd_release,
 }
 
 
@@ -44,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bind", default="127.0.0.1", help=f"the data address, or {SSH_ARRIVAL}: "
                    "the address this host's SSH connection arrived at")
     s.add_argument("--ports", default="")
+    s.add_argument("--job", default=None,
+                   help="the job asking: its own port reservations do not count as busy")
     s.add_argument("--gpus", action="store_true", help="also list the host's GPUs")
     s.add_argument("--mpi", action="store_true",
                    help="also check mpi4py and the ParMETIS library (a distributed partition)")
@@ -74,6 +78,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("renew")
     for a in ("--workspace", "--job"):
         s.add_argument(a, required=True)
+    s = sub.add_parser("reserve", help="reserve ports for a job until its lease lapses")
+    for a in ("--workspace", "--job", "--ports"):
+        s.add_argument(a, required=True)
+    s.add_argument("--lease-seconds", type=float, required=True)
+    s = sub.add_parser("release", help="remove a job's port reservations")
+    s.add_argument("--job", required=True)
     s = sub.add_parser("listening")
     s.add_argument("--address", required=True)
     s.add_argument("--ports", required=True, help="comma-separated")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .ports import reserved
 from .protocol import JOBS_DIR, SSH_ARRIVAL, PreflightReport
 from .workspace import private_dir
 
@@ -150,6 +151,8 @@ def cmd_preflight(args: argparse.Namespace) -> dict[str, Any]:
                 s.bind((bind, port))
             except OSError:
                 busy.append(port)
+    # Ports another launch has chosen and reserved, whose servers may not listen yet.
+    busy += sorted(reserved(ports, but=args.job) - set(busy))
     free = shutil.disk_usage(ws if ws.exists() else ws.parent).free if writable else 0
     found, gpu_error = gpus() if args.gpus else (None, None)
     mpi_found, mpi_error, parmetis_error = mpi() if args.mpi else (None, None, None)

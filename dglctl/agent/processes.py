@@ -28,6 +28,7 @@ from typing import Any
 
 from .lease import LeaseWatch, renew
 from .lease import age as lease_age
+from .ports import release
 from .proc_groups import (
     alive,
     identity,
@@ -274,6 +275,8 @@ def cmd_stop(args: argparse.Namespace) -> dict[str, Any]:
     wait_ended(targets.values(), 5.0)
     shm_removed = _remove_job_files(args.job, args.shm_dir, keep_shm=args.keep_shm,
                                     machines=args.shm_machine)
+    if not args.keep_shm and not args.shm_machine:  # the whole job ends here: its ports too
+        release(args.job)
     live = live_groups(targets.values())
     survivors = [n for n, g in targets.items() if g in live and n not in refused]
     return StopReport(terminated=signalled, killed=killed, shm_removed=shm_removed,

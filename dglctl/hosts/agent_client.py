@@ -72,15 +72,16 @@ class AgentClient:
         return ["--workspace", self.transport.workspace, "--job", job]
 
     def preflight(self, bind: str, ports: Iterable[int], gpus: bool = False,
-                  mpi: bool = False) -> PreflightReport:
+                  mpi: bool = False, job: str | None = None) -> PreflightReport:
         """Versions, busy ``ports`` on the ``bind`` address (FROM_HOST: the address the
-        host's SSH connection arrived at), free disk, writable workspace; with ``gpus``, the
-        host's GPUs too; with ``mpi``, whether mpi4py and the ParMETIS library load."""
+        host's SSH connection arrived at; ports other launches reserved count as busy,
+        ``job``'s own do not), free disk, writable workspace; with ``gpus``, the host's GPUs
+        too; with ``mpi``, whether mpi4py and the ParMETIS library load."""
         return PreflightReport.from_json(self._call(
             "preflight", "--workspace", self.transport.workspace,
             "--bind", bind if bind != FROM_HOST else SSH_ARRIVAL,
             "--ports", ",".join(map(str, ports)), *(["--gpus"] if gpus else []),
-            *(["--mpi"] if mpi else [])))
+            *(["--mpi"] if mpi else []), *(["--job", job] if job else [])))
 
     def checksums(self, root: str, files: Sequence[str], *, sizes_only: bool = False,
                   timeout: float = 600.0) -> dict[str, FileStat | None]:
@@ -116,6 +117,17 @@ class AgentClient:
         """Which of ``ports`` accept a connection on ``address``, tried on the host itself."""
         raw = self._call("listening", "--address", address, "--ports", ",".join(map(str, ports)))
         return {int(p) for p in raw["listening"]}
+
+    def reserve(self, job: str, ports: Sequence[int], lease_seconds: float) -> dict[int, str]:
+        """Reserve ``ports`` on the host for ``job`` while its lease is renewed, all or none
+        (``agent/ports.py``): ``{port: job}`` of the ports other jobs hold, {} when reserved."""
+        raw = self._call("reserve", *self._job(job), "--ports", ",".join(map(str, ports)),
+                         "--lease-seconds", str(lease_seconds))
+        return {int(p): str(j) for p, j in raw["taken"].items()}
+
+    def release(self, job: str) -> list[int]:
+        """Remove ``job``'s port reservations on the host; return their ports."""
+        return [int(p) for p in self._call("release", "--job", job)["released"]]
 
     def renew(self, job: str, timeout: float = 60.0) -> None:
         """Renew the job's lease on the host."""

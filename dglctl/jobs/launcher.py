@@ -48,6 +48,7 @@ from .plan import (
     LaunchOptions,
     ProcSpec,
     attempt_spec,
+    choose_ports,
     host_bytes,
     plan_job,
     select_hosts,
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # partitioner (numpy) is imported when a launch reads its par
 __all__ = ["GRACE_SECONDS", "LaunchOptions", "Launcher", "read_part_config"]
 
 STEPS = 5
+RESERVE_TRIES = 5  # port blocks tried when other launches reserve each one first
 
 
 def _some(names: list[str], shown: int = 5) -> str:
@@ -164,6 +166,7 @@ class Launcher:
         self.renewer: LeaseRenewer | None = None
         self._progress: Progress | None = None
         self._phase = "start"  # the step the launch is in, recorded if it fails there
+        self._reserved = False  # ports reserved on the hosts, released when the launch ends
         self._failure: Failure | None = None  # what the last failed check found
         self._retired: set[str] = set()  # processes a restart stopped: not failures
         self._attempt_started = time.time()
@@ -198,15 +201,15 @@ class Launcher:
                 # one step per node answers them all.
                 fan_out(self.clients, lambda i, c: c.open_session())
             self._step(1, "preflight", self.preflight)
+            # From the ports' reservation on: it holds while the lease is renewed.
+            self.renewer = LeaseRenewer(self.clients, self.job_id,
+                                        renew_interval(self.cluster.timeout),
+                                        call_timeout=self.lease).start()
             self._step(2, "copy", self.copy)
             started = True
             # One agent per host from here on: supervising costs a line per poll, not a
             # Python start per poll per host.
             fan_out(self.clients, lambda i, c: c.open_session())
-            if self.lease is not None:
-                self.renewer = LeaseRenewer(self.clients, self.job_id,
-                                            renew_interval(self.cluster.timeout),
-                                            call_timeout=self.lease).start()
             self._step(3, "servers", self.start_servers)
             self._step(4, "trainers", self.start_trainers)
             self._phase = "running"
@@ -230,6 +233,8 @@ class Launcher:
                 self.renewer.stop()  # the teardown ends the job; so would the lapsed lease
             if started and self.manifest is not None:
                 self.teardown()
+            if self._reserved:
+                self._release_ports()
             for c in self.clients:
                 c.close_session()
             for t in self.transports:
@@ -280,12 +285,55 @@ class Launcher:
         if result.problems or result.ports is None:
             raise PreflightError(result.problems)
         self._reports = list(reports)
-        base, _ = result.ports
+        base = self._reserve_ports(result.ports[0],
+                                   set().union(*(r.ports_busy for r in reports)))
         if base != self.cluster.port_base:
             k = self.cluster.servers_per_host
             self.display.info(f"      ports {self.cluster.port_base}.. are in use; using "
                               f"{base}..{base + k}")
         self.plan = self._plan(base, reports)
+
+    def _reserve_ports(self, base: int, busy: set[int]) -> int:
+        """Reserve the port block at ``base`` on every host (``agent/ports.py``), and return
+        its base; where another launch reserved a port of it first (both were told it was
+        free), release this launch's and choose the next free block. So two launches at the
+        same moment never start servers on one port."""
+        k = self.cluster.servers_per_host
+        for _ in range(RESERVE_TRIES):
+            block = list(range(base, base + k + 1))
+            self._reserved = True
+            answers = fan_out(self.clients, functools.partial(self._reserve_on, block))
+            clash = {p: j for a in answers for p, j in a.items()}
+            if not clash:
+                return base
+            self._release_ports()
+            if self.opts.port_base_explicit:
+                raise PreflightError([
+                    f"port(s) {', '.join(map(str, sorted(clash)))} of --port-base {base} are "
+                    f"reserved by job {', '.join(sorted(set(clash.values())))}, launched on "
+                    "these hosts at the same time"],
+                    hint="leave --port-base out (a free block is chosen), or give another one")
+            busy |= set(clash)
+            chosen = choose_ports(self.cluster, busy)
+            if chosen is None:
+                raise PreflightError(["no free server ports found: the free ones were "
+                                      "reserved by launches on these hosts at the same time"])
+            base = chosen[0]
+        raise PreflightError([f"no port block could be reserved in {RESERVE_TRIES} tries: "
+                              "other launches on these hosts took each one first"])
+
+    def _reserve_on(self, block: list[int], i: int, client: AgentClient) -> dict[int, str]:
+        """Reserve ``block`` on host ``i``: the ports other jobs hold ({} when reserved)."""
+        return client.reserve(self.job_id, block, self.lease)
+
+    def _release_ports(self) -> None:
+        """Remove this launch's port reservations on every host that answers."""
+        self._reserved = False
+        for c in self.clients:
+            # Best effort, as the launch ends: a host lost (its transport broken, whatever the
+            # library raises) lets its reservations lapse with the lease.
+            with contextlib.suppress(Exception):
+                c.release(self.job_id)
 
     def _bytes_to_copy(self, i: int) -> int:
         """Bytes of host ``i``'s partition files still to copy there (``bytes_to_copy``)."""
@@ -702,7 +750,7 @@ class Launcher:
             client = AgentClient(self._fresh_transport(spare, spare.workspace))
             try:
                 report = client.preflight(spare.data_address, ports,
-                                          gpus=self.cluster.gpus_per_host > 0)
+                                          gpus=self.cluster.gpus_per_host > 0, job=self.job_id)
                 client.transport.workspace = report.workspace
                 problems = list(host_problems(
                     spare, report, host_bytes(self.part_cfg, i),
@@ -713,6 +761,10 @@ class Launcher:
                 if busy:
                     problems.append(f"host {spare.name}: port(s) {', '.join(map(str, busy))} "
                                     "of the job are in use")
+                elif not problems and (taken := client.reserve(self.job_id, ports, self.lease)):
+                    problems.append(f"host {spare.name}: port(s) "
+                                    f"{', '.join(map(str, sorted(taken)))} of the job were "
+                                    f"just reserved by job {', '.join(sorted(set(taken.values())))}")
             except Exception as e:  # noqa: BLE001 - a spare that fails is passed over
                 failure = HostFailure.of(spare.name, e)
                 if failure.exit_code == EXIT_INTERNAL:

@@ -62,7 +62,8 @@ class FakeTransport:
         self.answers: dict[str, Answer] = {
             "preflight": self._preflight, "checksums": self._checksums, "start": self._start,
             "probe": self._probe, "stop": self._stop, "logs": self._logs, "tail": self._tail,
-            "renew": {"renewed": 0.0}, "prune": self._prune, **(answers or {})}
+            "renew": {"renewed": 0.0}, "prune": self._prune, "reserve": {"taken": {}},
+            "release": {"released": []}, **(answers or {})}
 
     def __enter__(self) -> FakeTransport:
         return self
