@@ -127,7 +127,9 @@ def _check_dgl_spelling(arg: str) -> None:
                    "the nodes' NodeAddr, trainers per node --ntasks-per-node. Other settings "
                    "from a --cluster YAML with 'transport: slurm'. [default: on when "
                    "SLURM_JOB_ID is set and neither --cluster nor --ip-config is given]")
-@click.option("--detach", is_flag=True, help="Leave the job running; follow with status/logs.")
+@click.option("--detach", is_flag=True,
+              help="Return once the job runs, supervised (restarts, end state) by a "
+                   "launcher in the background; follow with status/logs.")
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (every process: host, role, rank, argv, env, ports) and "
                    "exit, without contacting any host.")
