@@ -129,8 +129,14 @@ def main(args):
     # Define model and optimizer
     model = SAGE(in_feats, args.num_hidden, n_classes, len(fanouts), F.relu, args.dropout)
     model = model.to(device)
+    # find_unused_parameters keeps DDP's gradient buckets as they are at the first step;
+    # without it DDP rebuilds them after the first step, so a run resumed from a checkpoint
+    # would sum its first step's gradients in another order than the uninterrupted run (with
+    # more than two trainers gloo's sums depend on a gradient's place in its bucket), and
+    # end with another model, where with it the resumed model is the same bit for bit.
     model = th.nn.parallel.DistributedDataParallel(
-        model, device_ids=[device] if device.type == "cuda" else None)
+        model, device_ids=[device] if device.type == "cuda" else None,
+        find_unused_parameters=True)
     clock = {"start": 0.0, "end": 0.0}
     model.register_comm_hook(clock, timed_allreduce_hook)
     loss_fcn = nn.CrossEntropyLoss()

@@ -68,8 +68,11 @@ def main(args):
     in_feats = g.ndata["feat"].shape[1] + args.emb_dim
     fanouts = [int(f) for f in args.fan_out.split(",")]
     model = SAGE(in_feats, args.num_hidden, args.num_hidden, len(fanouts), F.relu, 0.0)
+    # Gradient buckets kept from the first step: a resumed run sums as the uninterrupted one
+    # (see train_dist.py).
     model = th.nn.parallel.DistributedDataParallel(
-        model.to(device), device_ids=[device] if device.type == "cuda" else None)
+        model.to(device), device_ids=[device] if device.type == "cuda" else None,
+        find_unused_parameters=True)
     opt = th.optim.Adam(model.parameters(), lr=args.lr)
     emb_opt = SparseAdam([emb], lr=args.lr)
     sampler = NeighborSampler(fanouts, seed=args.seed)
