@@ -48,9 +48,10 @@ demo: $(STAMP)
 	$(BIN)/python -m dglctl.demo
 
 # tests/bench runs every benchmark figure on a tiny graph (python -m bench.figures --smoke),
-# so a benchmark that breaks fails the suite.
+# so a benchmark that breaks fails the suite. The 25 slowest tests are listed at the end, so
+# the next slow test is seen the day it lands.
 test: $(STAMP) sshd mpi slurm
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=25 tests
 
 # The same suite with two busy loops beside it (every wait in the tests derives from
 # DGLCTL_TEST_TIMEOUT, so it must pass on a loaded machine too).
