@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 
 import numpy as np
 import pytest
@@ -79,6 +81,8 @@ def small_hetero() -> Graph:
 
 # -- every test says what it needs: exactly one of these markers (pyproject.toml lists them) --
 
+_HOME = pytest.StashKey[str]()
+
 # A process started later inherits an ignored or a blocked signal through exec.
 _WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -87,9 +91,20 @@ def pytest_configure(config):
     """A runner started in the background by a shell without job control (``cmd &`` in a
     script) has SIGINT ignored, and so would every process the tests start: a Python started
     that way installs no KeyboardInterrupt handler, and the tests of Ctrl-C would press it on
-    deaf processes. The tests' processes get it as a terminal's foreground job does."""
+    deaf processes. The tests' processes get it as a terminal's foreground job does.
+
+    Each xdist worker (and a run without xdist) gets its own DGLCTL_HOME, so that no test
+    reads or writes the user's ``~/.dglctl`` or another worker's jobs."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    config.stash[_HOME] = os.environ["DGLCTL_HOME"] = tempfile.mkdtemp(
+        prefix=f"dglctl-test-home-{worker}-")
+
+
+def pytest_unconfigure(config):
+    if (home := config.stash.get(_HOME, None)) is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -114,16 +129,36 @@ def _signals_left_as_found():
 
 KINDS = ("unit", "multiprocess", "ssh")
 _UNMARKED = pytest.StashKey[list[str]]()
+_UNMARKED_IDS = pytest.StashKey[set[int]]()  # id() of those items (xdist renames them)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Note each collected test without exactly one of KINDS (module ``pytestmark`` or its
-    own decorator); the session then fails and lists them, after every test has run."""
-    config.stash[_UNMARKED] = [
-        f"{item.nodeid}: {', '.join(found) if found else 'no marker'}"
-        for item in items
-        if len(found := sorted({m.name for m in item.iter_markers() if m.name in KINDS})) != 1
-    ]
+    own decorator); the session then fails and lists them, after every test has run. Under
+    xdist a worker's list never reaches the summary: there, each of them fails instead.
+
+    Every test without an ``xdist_group`` of its own is grouped with its module, so that
+    ``--dist loadgroup`` runs a module on one worker (its module-scoped servers, clusters
+    and partitions start once) and the modules that share one thing that cannot be run twice
+    at once (a named group such as "slurm") on one worker, one after another."""
+    bad = {id(item): found for item in items
+           if len(found := sorted({m.name for m in item.iter_markers() if m.name in KINDS})) != 1}
+    config.stash[_UNMARKED] = [f"{item.nodeid}: {', '.join(bad[id(item)]) or 'no marker'}"
+                               for item in items if id(item) in bad]
+    config.stash[_UNMARKED_IDS] = set(bad)
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_runtest_setup(item):
+    if hasattr(item.config, "workerinput") and id(item) in item.config.stash.get(
+            _UNMARKED_IDS, set()):
+        pytest.fail(f"the test needs exactly one of {', '.join(KINDS)}: add `pytestmark = "
+                    "pytest.mark.<kind>` to the module, or mark the test", pytrace=False)
 
 
 def pytest_sessionfinish(session, exitstatus):

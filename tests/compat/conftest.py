@@ -9,13 +9,11 @@ addresses only (DGL's finds the host's outward address, which tests here must ne
 
 from __future__ import annotations
 
-import random
-import socket
-
 import numpy as np
 import scipy.sparse as spsp
 
 from partitioner.graph import Graph
+from tests.runtime.conftest import free_port_range
 
 DGL_COMMIT = "6e2c0f489ba4cfae4614d6f07da41e0ecd36b226"  # v1.1.3
 
@@ -29,19 +27,9 @@ def create_random_graph(n: int) -> Graph:
 
 def generate_ip_config(file_name: str, num_machines: int, num_servers: int) -> None:
     """DGL's ``generate_ip_config`` on 127.0.0.1: one free block of ``num_servers`` ports per
-    machine (a machine's servers listen on PORT + k)."""
-    ports: list[int] = []
-    start = random.randint(10000, 30000)
-    for port in range(start, 65535):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                ports = []
-                continue
-        ports.append(port)
-        if len(ports) == num_machines * num_servers:
-            break
+    machine (a machine's servers listen on PORT + k), from this test worker's share of the
+    ports."""
+    base = free_port_range(["127.0.0.1"], num_machines * num_servers)
     with open(file_name, "w") as f:
         for i in range(num_machines):
-            f.write(f"127.0.0.1 {ports[i * num_servers]}\n")
+            f.write(f"127.0.0.1 {base + i * num_servers}\n")

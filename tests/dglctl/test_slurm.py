@@ -27,7 +27,8 @@ from tests.dglctl.conftest import leftovers
 from tests.dglctl.slurm import NODES, start_slurm
 from tests.runtime.conftest import free_port_range
 
-pytestmark = pytest.mark.multiprocess
+# One Slurm at a time (xdist): the test clusters share munge and the node names.
+pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("slurm")]
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(Path(__file__).parent / "scripts" / "trainer.py")
 EXAMPLE = ["--graph-name", "g", "--num-epochs", "2", "--batch-size", "200", "--fan-out",

@@ -43,8 +43,8 @@ def free_port_range(ips: list[str], count: int) -> int:
     servers' bind, seconds later on a busy machine. Seen once under load: a server could not
     listen, and its client's connection to that port met itself and failed the handshake.
     """
-    low = 10000
-    high = _ephemeral_ports()[0] - count
+    low, high = worker_port_slice(10000, _ephemeral_ports()[0])
+    high -= count
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(low, high) if high > low else _any_port(ips[0])
@@ -64,6 +64,16 @@ def free_port_range(ips: list[str], count: int) -> int:
             for t in socks:
                 t.close()
     raise RuntimeError("no free port range found")
+
+
+def worker_port_slice(low: int, high: int) -> tuple[int, int]:
+    """This xdist worker's share of the ports ``low..high`` (all of them without xdist): the
+    workers' servers never draw the same port, even between one's check and its bind."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    step = (high - low) // max(count, 1)
+    return low + index * step, low + (index + 1) * step
 
 
 def _any_port(ip: str) -> int:
