@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -168,7 +169,7 @@ def test_sigkilled_launcher_over_ssh_leaves_nothing(sshd, parts, home, tmp_path)
 
 class _Client:
     """An agent client whose renewals are counted; ``silent``: each one hangs for ``hang``
-    seconds (a host cut off, its call waiting out its timeout)."""
+    seconds (a host cut off, its call waiting out its timeout), or until ``back`` is set."""
 
     def __init__(self, name: str, hang: float = 0.0) -> None:
         from dglctl.config import parse_cluster_config
@@ -176,10 +177,11 @@ class _Client:
         self.host = parse_cluster_config({"transport": "local", "hosts": [name]}).hosts[0]
         self.hang = hang
         self.renewals = 0
+        self.back = threading.Event()  # set: the host answers again, a hang ends now
 
     def renew(self, job: str, timeout: float) -> None:
         self.renewals += 1
-        time.sleep(self.hang)
+        self.back.wait(self.hang)
 
 
 @pytest.mark.unit
@@ -192,9 +194,16 @@ def test_a_silent_host_does_not_hold_back_the_others_renewals():
     interval = 0.05 * TIMEOUT
     silent, fine = _Client("127.0.0.1", hang=12 * interval), _Client("127.0.0.2")
     renewer = LeaseRenewer([silent, fine], "job", interval, call_timeout=30 * interval).start()
+    started = time.monotonic()
     try:
-        time.sleep(8 * interval)
+        # Until the fine host has had 4 renewals, but never past 8 intervals: well inside the
+        # silent one's hang either way.
+        while fine.renewals < 4 and time.monotonic() - started < 8 * interval:
+            time.sleep(interval / 10)
+        waited = time.monotonic() - started
+        renewals = silent.renewals, fine.renewals
     finally:
+        silent.back.set()  # so that stopping need not wait out the rest of its hang
         renewer.stop()
-    assert silent.renewals == 1
-    assert fine.renewals >= 4, fine.renewals
+    assert renewals[0] == 1, f"asked again while its renewal hung, after {waited:.2f}s"
+    assert renewals[1] >= 4, (renewals, waited)
