@@ -10,7 +10,7 @@ import pytest
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 # Four partitions of a small graph, each a few seconds of mpiexec and imports; 10x on 2 busy
 # cores.

@@ -11,7 +11,7 @@ from bench.epoch_floor import PHASES
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 RUN_TIMEOUT = 30 * TIMEOUT  # a partition of 20k nodes, two servers, two trainers: ~20 s idle
 
 

@@ -19,7 +19,7 @@ import pytest
 from bench.figures import FIGURES
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 # The whole run: a dozen jobs of servers and trainers started one after the other (2.5 minutes

@@ -11,7 +11,7 @@ import torch
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 RUN_TIMEOUT = 30 * TIMEOUT
 
 

@@ -16,7 +16,7 @@ from bench.partition_scaling import PHASES
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 # Three short child processes (generate, read, partition): a second or two on an idle machine;

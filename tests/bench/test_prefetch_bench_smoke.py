@@ -11,7 +11,7 @@ from bench.prefetch_bench import HOSTS, MODES
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 RUN_TIMEOUT = 30 * TIMEOUT  # six epochs of 5 steps on 1 and 2 loopback machines: ~60 s idle
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 # Five training runs and three launches: about a minute on an idle machine.
 RUN_TIMEOUT = 60 * TIMEOUT
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 # Generate and partition (a second), two servers, a client process that imports torch, then a

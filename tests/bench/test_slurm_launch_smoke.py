@@ -10,7 +10,7 @@ from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
 # One Slurm at a time (xdist): the test clusters share munge and the node names.
-pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("slurm")]
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench, pytest.mark.xdist_group("slurm")]
 
 
 def test_smoke_launches_through_srun_and_through_ssh():

@@ -13,7 +13,7 @@ import pytest
 from tests.bench.smoke import run_smoke
 from tests.conftest import TIMEOUT
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 # Four short child processes: a few seconds on an idle machine; 10x that on 2 busy cores.
