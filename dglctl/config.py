@@ -91,6 +91,9 @@ class ClusterConfig:
     feature_cache_gb: float = 0.0
     port_base: int = DEFAULT_PORT_BASE
     timeout: float = DEFAULT_TIMEOUT
+    # Seconds the job's processes outlive a launcher that stopped renewing their lease
+    # (killed, cut off); 0: LEASE_TIMEOUTS job timeouts (agent/protocol.py).
+    lease: float = 0.0
     # Encrypt every connection to the job's servers (CURVE keys from the job token).
     encrypt: bool = False
     # How many times a failed attempt's trainers are started again (servers kept), as
@@ -157,7 +160,7 @@ class ClusterConfig:
 
 
 _TOP = {"hosts", "transport", "ssh", "workspace", "python", "env", "servers_per_host",
-        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "encrypt",
+        "trainers_per_host", "samplers_per_trainer", "port_base", "timeout", "lease", "encrypt",
         "max_restarts", "spares", "gpus_per_host", "feature_cache_gb"}
 _HOST = {"address", "name", "data_address", "user", "port", "key", "python", "workspace"}
 _SSH = {"user", "port", "key", "known_hosts", "strict_host_keys", "connect_timeout", "config"}
@@ -455,6 +458,7 @@ def parse_cluster_config(data: Any, path: str = "<config>") -> ClusterConfig:
                          minimum=1024),
         timeout=_typed(path, "timeout", data.get("timeout", DEFAULT_TIMEOUT), float,
                        minimum=1.0),
+        lease=_typed(path, "lease", data.get("lease", 0.0), float, minimum=0),
         encrypt=_typed(path, "encrypt", data.get("encrypt", False), bool),
         max_restarts=_typed(path, "max_restarts", data.get("max_restarts", 0), int, minimum=0),
     )

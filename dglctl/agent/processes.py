@@ -42,7 +42,6 @@ from .proc_groups import (
 from .protocol import (
     AGENT_MODULE,
     LEASE_NAME,
-    LEASE_TIMEOUTS,
     ProcState,
     ProcStatus,
     Started,
@@ -149,7 +148,7 @@ def _wait_leased(child: subprocess.Popen, args: argparse.Namespace) -> tuple[int
         if silent > args.lease_seconds:
             break
     print(f"dglctl agent: job {args.job}: its launcher has not renewed the job's lease for "
-          f"{silent:.0f}s (the limit is {args.lease_seconds:g}s, {LEASE_TIMEOUTS} job timeouts): it was killed "
+          f"{silent:.0f}s (the limit is {args.lease_seconds:g}s): it was killed "
           "or lost its connection to this host; stopping this process (a job launched with "
           "--detach runs without its launcher)", file=sys.stderr, flush=True)
     group = os.getpgid(0)

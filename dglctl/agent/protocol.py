@@ -42,14 +42,17 @@ GRACE_SECONDS = 10.0
 MARK_EVERY = 1.0
 
 
-def lease_seconds(timeout: float) -> float:
-    """How long a job with this ``timeout`` lives without a renewal."""
-    return LEASE_TIMEOUTS * timeout
+def lease_seconds(timeout: float, lease: float = 0.0) -> float:
+    """How long a job with this ``timeout`` lives without a renewal: ``lease`` seconds when
+    the cluster sets one (> 0), else LEASE_TIMEOUTS job timeouts."""
+    return lease if lease > 0 else LEASE_TIMEOUTS * timeout
 
 
-def renew_interval(timeout: float) -> float:
-    """How often a supervising launcher renews the lease of a job with this ``timeout``."""
-    return timeout / RENEWALS_PER_TIMEOUT
+def renew_interval(lease: float) -> float:
+    """How often a supervising launcher renews a lease of ``lease`` seconds: as often, in
+    proportion, as it renews a default lease (twice a job timeout), so that two renewals in a
+    row may be lost."""
+    return lease / (LEASE_TIMEOUTS * RENEWALS_PER_TIMEOUT)
 
 
 class ProcStatus(enum.StrEnum):

@@ -162,7 +162,7 @@ class Launcher:
         self.logs = LogStream(self.clients, self.job_id)
         self.local_ip_config = dglctl_home() / "jobs" / f"{self.job_id}.ip_config.txt"
         # The job ends soon after its launcher (a detached job's: its background one) does.
-        self.lease = lease_seconds(cluster.timeout)
+        self.lease = lease_seconds(cluster.timeout, cluster.lease)
         self.renewer: LeaseRenewer | None = None
         self._progress: Progress | None = None
         self._phase = "start"  # the step the launch is in, recorded if it fails there
@@ -203,7 +203,7 @@ class Launcher:
             self._step(1, "preflight", self.preflight)
             # From the ports' reservation on: it holds while the lease is renewed.
             self.renewer = LeaseRenewer(self.clients, self.job_id,
-                                        renew_interval(self.cluster.timeout),
+                                        renew_interval(self.lease),
                                         call_timeout=self.lease).start()
             self._step(2, "copy", self.copy)
             started = True

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dglctl.agent.protocol import lease_seconds
+from dglctl.agent.protocol import lease_seconds, renew_interval
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
 from tests.conftest import TIMEOUT
@@ -24,13 +24,38 @@ from tests.dglctl.conftest import SCRIPTS, leftovers
 from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 (a fixture)
 
 TRAINER = str(SCRIPTS / "trainer.py")
-JOB_TIMEOUT = 3.0  # the cluster's timeout: the lease lasts 3 of them
+JOB_TIMEOUT = 3.0  # the cluster's timeout
+# The cluster's lease (YAML ``lease``): shorter than its default (3 job timeouts, 9 s here),
+# so that a test that waits for a lease to run out waits seconds less; long enough for a
+# dozen renewals to be late on a busy machine.
+LEASE = 4.0
 
 
 def _with(cluster: Path, **changes) -> Path:
     data = yaml.safe_load(cluster.read_text())
     cluster.write_text(yaml.safe_dump({**data, **changes}))
     return cluster
+
+
+def _leased(cluster: Path) -> Path:
+    """The test cluster with the tests' job timeout and lease."""
+    return _with(cluster, timeout=JOB_TIMEOUT, lease=LEASE)
+
+
+@pytest.mark.unit
+def test_the_lease_is_three_timeouts_unless_the_cluster_sets_it():
+    from dglctl.config import parse_cluster_config
+    from dglctl.errors import ConfigError
+
+    default = parse_cluster_config({"transport": "local", "hosts": ["127.0.0.1"], "timeout": 5})
+    assert lease_seconds(default.timeout, default.lease) == 15.0
+    assert renew_interval(15.0) == 2.5  # twice a job timeout, as before the setting
+    set_ = parse_cluster_config({"transport": "local", "hosts": ["127.0.0.1"], "timeout": 5,
+                                 "lease": 2})
+    assert lease_seconds(set_.timeout, set_.lease) == 2.0
+    assert renew_interval(2.0) == pytest.approx(2 / 6)  # two renewals may be lost
+    with pytest.raises(ConfigError, match="lease"):
+        parse_cluster_config({"transport": "local", "hosts": ["127.0.0.1"], "lease": -1})
 
 
 def _status(job: str, capsys) -> dict:
@@ -76,29 +101,31 @@ def _gone_within(job: str, seconds: float) -> float:
     raise AssertionError(f"job {job}: still there after {seconds:.0f}s: {leftovers(job)}")
 
 
-def _kill_launcher_and_time(proc: subprocess.Popen, m: JobManifest) -> float:
-    assert JobManifest.load(m.job_id).lease_seconds == lease_seconds(JOB_TIMEOUT)
+def _kill_launcher_and_time(proc: subprocess.Popen, m: JobManifest,
+                            lease: float = LEASE) -> float:
+    assert JobManifest.load(m.job_id).lease_seconds == lease
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     # The lease, the wrapper's grace (one timeout), and the test's slack for a busy machine.
-    return _gone_within(m.job_id, lease_seconds(JOB_TIMEOUT) + JOB_TIMEOUT + 2 * TIMEOUT)
+    return _gone_within(m.job_id, lease + JOB_TIMEOUT + 2 * TIMEOUT)
 
 
 @pytest.mark.multiprocess
 def test_sigkilled_launcher_leaves_nothing_running(parts, home, local_cluster, capsys):
-    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    cluster = _leased(local_cluster)
     proc, m = _sleeping_job(cluster, parts[2], 4)
     try:
         st = _status(m.job_id, capsys)
         assert st["supervision"]["mode"] == "supervised"
-        assert st["supervision"]["lease_age"] < lease_seconds(JOB_TIMEOUT)
+        assert st["supervision"]["lease_age"] < LEASE
         took = _kill_launcher_and_time(proc, m)
     finally:
         proc.kill()
         main(["stop", m.job_id])
     print(f"from the SIGKILLed launcher to nothing left: {took:.1f}s")
-    # Not before the lease ran out: the job was not ended by anything else.
-    assert took > lease_seconds(JOB_TIMEOUT) - 2 * JOB_TIMEOUT
+    # Not before the lease ran out (the last renewal was at most one interval before the
+    # kill): the job was not ended by anything else.
+    assert took > LEASE - renew_interval(LEASE), took
     trainer_log = Path(next(p.log for p in m.procs if p.role == "trainer")).read_text()
     assert "has not renewed the job's lease" in trainer_log
     st = _status(m.job_id, capsys)
@@ -111,18 +138,18 @@ def test_detached_job_runs_on_under_its_background_launcher(parts, home, local_c
                                                             capsys):
     """The launch returns; the job runs on past any lease, renewed by the launcher it left in
     the background, which ends with the job when it is stopped."""
-    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    cluster = _leased(local_cluster)
     proc, m = _sleeping_job(cluster, parts[2], 4, "--detach")
     try:
         assert proc.wait(timeout=6 * TIMEOUT) == 0  # the launch is gone
         m = JobManifest.load(m.job_id)
-        assert m.lease_seconds == lease_seconds(JOB_TIMEOUT)
+        assert m.lease_seconds == LEASE
         supervisor = int(m.launcher["pid"])
         assert supervisor != proc.pid and m.launcher["detached"]
-        time.sleep(lease_seconds(JOB_TIMEOUT) + 2 * JOB_TIMEOUT)  # past any lease
+        time.sleep(LEASE + JOB_TIMEOUT)  # past any lease that was not renewed
         st = _status(m.job_id, capsys)
         assert st["supervision"]["mode"] == "detached", st["supervision"]
-        assert st["supervision"]["lease_age"] < lease_seconds(JOB_TIMEOUT)
+        assert st["supervision"]["lease_age"] < LEASE
         assert [p["state"] for p in st["processes"]] == ["running"] * 6
     finally:
         main(["stop", m.job_id])
@@ -139,7 +166,7 @@ def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, local_cl
                                                            capsys):
     """Nothing recorded the end of a job whose launcher was SIGKILLed: ``status`` settles it
     from the processes' exit statuses (the lease ended them), and the list agrees."""
-    cluster = _with(local_cluster, timeout=JOB_TIMEOUT)
+    cluster = _leased(local_cluster)
     proc, m = _sleeping_job(cluster, parts[2], 4)
     try:
         _kill_launcher_and_time(proc, m)
@@ -158,10 +185,11 @@ def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, local_cl
 
 @pytest.mark.ssh
 def test_sigkilled_launcher_over_ssh_leaves_nothing(sshd, parts, home, tmp_path):  # noqa: F811
+    # The default lease: each renewal crosses the ssh connection, which a busy machine slows.
     cluster = write_cluster(tmp_path / "c.yaml", sshd, timeout=JOB_TIMEOUT)
     proc, m = _sleeping_job(cluster, parts[3], 3)
     try:
-        _kill_launcher_and_time(proc, m)
+        _kill_launcher_and_time(proc, m, lease=lease_seconds(JOB_TIMEOUT))
     finally:
         proc.kill()
         main(["stop", m.job_id])
