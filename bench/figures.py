@@ -147,7 +147,7 @@ def fig_launch(work: Path, s: dict, inp: dict) -> dict:
         log(f"launch over ssh: skipped ({why})")
         out["ssh"] = {"status": "skipped", "why": why}
         return out
-    from tests.dglctl.sshd import start_sshd
+    from testing.sshd import start_sshd
 
     log("launch over ssh: starting a test sshd on 127.0.0.1-3")
     shutil.rmtree(work / "sshd", ignore_errors=True)  # a kept --workdir holds the last keys
@@ -173,7 +173,7 @@ def fig_launch(work: Path, s: dict, inp: dict) -> dict:
 
 
 def _ssh_unavailable() -> str | None:
-    from tests.dglctl.sshd import SSHD
+    from testing.sshd import SSHD
 
     if os.geteuid() != 0:
         return "needs root to start the test sshd"

@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 
 from bench.common import REPO
-from tests.runtime.conftest import free_port_range as free_base
-from tests.runtime.conftest import terminate_groups
+from testing.ports import free_port_range as free_base
+from testing.procs import terminate_groups
 
 __all__ = ["Servers", "cli_env", "free_base", "leftovers", "local_cluster_file", "run_trainers",
            "ssh_cluster_file"]
@@ -113,8 +113,8 @@ def local_cluster_file(path: Path, *, hosts: int = 2, trainers: int = 1, sampler
 
 
 def ssh_cluster_file(path: Path, sshd, *, hosts: int = 2) -> Path:
-    """The same cluster over the test sshd (tests/dglctl/sshd.py) on 127.0.0.1..."""
-    from tests.dglctl.sshd import ADDRESSES
+    """The same cluster over the test sshd (testing/sshd.py) on 127.0.0.1..."""
+    from testing.sshd import ADDRESSES
 
     path.write_text(yaml.safe_dump({
         "transport": "ssh",

@@ -354,7 +354,7 @@ def copy_throughput(cluster_file: Path, sshd, work: Path, size_mb: int, repeat: 
     of the same file to the same host, alternating."""
     from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import SSHTransport
-    from tests.dglctl.sshd import ADDRESSES
+    from testing.sshd import ADDRESSES
 
     cluster = load_cluster_config(cluster_file)
     big = work / "copy.bin"
@@ -418,7 +418,7 @@ def main() -> int:
     sshd = None
     try:
         if args.ssh:
-            from tests.dglctl.sshd import start_sshd
+            from testing.sshd import start_sshd
 
             sshd = start_sshd(work / "sshd")
             cluster_file = ssh_cluster_file(work / "cluster.yaml", sshd, hosts=args.hosts)

@@ -233,7 +233,7 @@ def run_client(servers: Any, work: Path, graph_name: str, repeat: int,
     """The trainer-like client on machine 0 in a child process (:func:`client_main`), with
     the env contract of the job's trainer 0; its figures. The child leads its own process
     group, stopped (TERM, then KILL) if it outlives ``timeout`` or this process is stopped."""
-    from tests.runtime.conftest import terminate_groups
+    from testing.procs import terminate_groups
 
     out, logf = work / "client.json", work / "client.log"
     code = ("import sys; from pathlib import Path; import bench.runtime_scaling as b; "

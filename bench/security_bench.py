@@ -41,7 +41,8 @@ def measure(part_config: Path, work: Path, encrypt: bool, repeat: int) -> dict[s
     from runtime.env import RuntimeEnv
     from runtime.rpc.ip_config import write_ip_config
     from runtime.sampling.neighbor import NeighborSampler
-    from tests.runtime.conftest import free_port_range, terminate_groups
+    from testing.ports import free_port_range
+    from testing.procs import terminate_groups
 
     ip_config = work / f"ip_{uuid.uuid4().hex[:6]}.txt"
     write_ip_config(ip_config, [(ip, free_port_range(IPS, 1)) for ip in IPS])

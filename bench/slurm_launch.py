@@ -2,9 +2,9 @@
 (127.0.0.1 and 127.0.0.2 of this machine), the same partition and first-step script, in one
 run, alternating:
 
-  ssh:    ``dglctl launch --cluster ssh.yaml`` over a real sshd (tests/dglctl/sshd.py)
+  ssh:    ``dglctl launch --cluster ssh.yaml`` over a real sshd (testing/sshd.py)
   slurm:  ``salloc -N2 dglctl launch --cluster slurm.yaml`` on a real Slurm (slurmctld and two
-          slurmd, n1 and n2: tests/dglctl/slurm.py); the allocation's time is counted
+          slurmd, n1 and n2: testing/slurm.py); the allocation's time is counted
 
 Each figure is the median seconds from the command's start to the first step's end (the
 step's own clock), with the launcher's phases (preflight, copy, servers, trainers); the first
@@ -45,8 +45,8 @@ def slurm_cluster_file(path: Path, nodes: list[str]) -> Path:
 def measure(work: Path, nodes: int, repeat: int, log=lambda _m: None) -> dict[str, Any]:
     """Both launches, alternating, ``repeat`` times after a first (copying) one each."""
     from partitioner.generate import generate_graph
-    from tests.dglctl.slurm import NODES, start_slurm
-    from tests.dglctl.sshd import start_sshd
+    from testing.slurm import NODES, start_slurm
+    from testing.sshd import start_sshd
 
     cfg = prepare_parts(lambda: generate_graph(nodes, avg_degree=20.0, seed=0), work, (2,))[2]
     script = write_first_step(work)

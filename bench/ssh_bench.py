@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.dglctl.sshd import ADDRESSES, start_sshd
+from testing.sshd import ADDRESSES, start_sshd
 
 
 def paramiko_round(sshd, n: int, big: Path, dest: Path) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""Shared fixtures: small graphs built in-process (kept tiny: the CI machine has 2 cores)."""
+"""Shared fixtures and the session's rules (markers, xdist groups, signals, DGLCTL_HOME); the
+helpers they build on are the harness package ``testing``."""
 
 from __future__ import annotations
 
@@ -7,66 +8,10 @@ import shutil
 import signal
 import tempfile
 
-import numpy as np
 import pytest
 
 from partitioner.graph import Graph
-
-# Every wait in the tests comes from this one setting: DGLCTL_TEST_TIMEOUT seconds (default 10)
-# is what a process may take to answer or to exit; longer waits (a script's whole run) are
-# multiples of it. Raise it on a slow or busy machine, together with pytest-timeout's per-test
-# limit (`--timeout`, default in pyproject.toml), which must stay above the longest wait here.
-TIMEOUT = float(os.environ.get("DGLCTL_TEST_TIMEOUT", "10"))
-# The runtime's own peer timeout (RuntimeEnv.timeout) in test jobs: short, so that the tests of
-# a dead or silent peer end quickly.
-PEER_TIMEOUT = 0.3 * TIMEOUT
-
-
-def community_graph(n: int = 600, k: int = 4, deg: int = 8, seed: int = 0) -> Graph:
-    """A homogeneous graph of ``k`` planted communities, both edge directions, with node data."""
-    rng = np.random.default_rng(seed)
-    comm = rng.integers(0, k, n)
-    m = n * deg // 2
-    src = rng.integers(0, n, m)
-    # 90% of edges stay inside the source's community.
-    members = [np.flatnonzero(comm == c) for c in range(k)]
-    dst = rng.integers(0, n, m)
-    intra = rng.random(m) < 0.9
-    for c in range(k):
-        sel = intra & (comm[src] == c)
-        dst[sel] = rng.choice(members[c], int(sel.sum()))
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    s, d = np.concatenate([src, dst]), np.concatenate([dst, src])
-    ndata = {
-        "feat": rng.standard_normal((n, 5)).astype(np.float32),
-        "label": comm.astype(np.int64),
-        "train_mask": rng.random(n) < 0.3,
-    }
-    edata = {"w": rng.random(len(s)).astype(np.float32)}
-    return Graph.homogeneous(s, d, n, ndata=ndata, edata=edata)
-
-
-def hetero_graph(seed: int = 0) -> Graph:
-    """Two node types, three edge types (one of them between different types), with data."""
-    rng = np.random.default_rng(seed)
-    n_p, n_a = 300, 120
-    cites = (rng.integers(0, n_p, 1500), rng.integers(0, n_p, 1500))
-    ws, wd = rng.integers(0, n_a, 800), rng.integers(0, n_p, 800)
-    return Graph(
-        num_nodes={"paper": n_p, "author": n_a},
-        edges={
-            ("paper", "cites", "paper"): cites,
-            ("author", "writes", "paper"): (ws, wd),
-            ("paper", "written-by", "author"): (wd.copy(), ws.copy()),
-        },
-        ndata={
-            "paper": {"feat": rng.standard_normal((n_p, 4)).astype(np.float32),
-                      "train_mask": rng.random(n_p) < 0.5},
-            "author": {"feat": rng.standard_normal((n_a, 3)).astype(np.float32)},
-        },
-        edata={("author", "writes", "paper"): {"year": rng.integers(1990, 2024, 800)}},
-    )
+from testing.graphs import community_graph, hetero_graph
 
 
 @pytest.fixture

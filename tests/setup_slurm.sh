@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Slurm (slurmctld, slurmd, srun/salloc/sbatch) and munge for the Slurm tests: their fixture
-# (tests/dglctl/slurm.py) starts its own controller and two slurmd (n1 on 127.0.0.1, n2 on
+# (testing/slurm.py) starts its own controller and two slurmd (n1 on 127.0.0.1, n2 on
 # 127.0.0.2) on this machine, so only the programs must be here. Installs them with apt-get
 # when missing and we are root; otherwise fails with the fix (missing, they are a failure,
 # not a skip). Used by `make test` (its `slurm` step) and so by .ci/run.

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from dglctl.cli import cli
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -420,6 +420,16 @@ def test_packages_import_one_way(project):
     _assert_none(check_package_direction(project), "imports against dglctl -> runtime -> partitioner")
 
 
+def test_the_harness_imports_neither_tests_nor_bench():
+    """The harness package ``testing`` is what tests and benchmarks share: it imports neither
+    (bench reading the tests' conftest files is what it replaced)."""
+    harness = read_project(REPO, ("testing",))
+    assert "testing.servers" in harness  # the check reads the harness, not an empty list
+    _assert_none([f"{e.where()}: the harness must not import {e.top}"
+                  for e in imports(harness) if e.top in ("tests", "bench")],
+                 "imports of tests or bench in the harness")
+
+
 def test_every_runtime_module_has_a_layer(project):
     _assert_none(check_layer_table(project), "runtime modules outside the layer table")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.wheel]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 

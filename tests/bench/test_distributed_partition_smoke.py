@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from testing.timeouts import TIMEOUT
 from tests.bench.smoke import run_smoke
-from tests.conftest import TIMEOUT
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 

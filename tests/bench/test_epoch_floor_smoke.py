@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from bench.epoch_floor import PHASES
+from testing.timeouts import TIMEOUT
 from tests.bench.smoke import run_smoke
-from tests.conftest import TIMEOUT
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 RUN_TIMEOUT = 30 * TIMEOUT  # a partition of 20k nodes, two servers, two trainers: ~20 s idle

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from bench.prefetch_bench import HOSTS, MODES
+from testing.timeouts import TIMEOUT
 from tests.bench.smoke import run_smoke
-from tests.conftest import TIMEOUT
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 RUN_TIMEOUT = 30 * TIMEOUT  # six epochs of 5 steps on 1 and 2 loopback machines: ~60 s idle

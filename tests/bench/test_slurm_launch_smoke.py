@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from testing.timeouts import TIMEOUT
 from tests.bench.smoke import run_smoke
-from tests.conftest import TIMEOUT
 
-# One Slurm at a time (xdist): the test clusters share munge and the node names.
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench, pytest.mark.xdist_group("slurm")]
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testing.timeouts import TIMEOUT
 from tests.bench.smoke import run_smoke
-from tests.conftest import TIMEOUT
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 

@@ -15,7 +15,7 @@ import scipy.sparse as spsp
 from partitioner import partition_graph
 from partitioner.graph import Graph
 from partitioner.loader import load_orig_ids
-from tests.runtime.conftest import Cluster, running_cluster
+from testing.servers import Cluster, running_cluster
 
 CanonicalEtype = tuple[str, str, str]
 

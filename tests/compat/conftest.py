@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as spsp
 
 from partitioner.graph import Graph
-from tests.runtime.conftest import free_port_range
+from testing.ports import free_port_range
 
 DGL_COMMIT = "6e2c0f489ba4cfae4614d6f07da41e0ecd36b226"  # v1.1.3
 

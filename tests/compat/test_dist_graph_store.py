@@ -9,7 +9,7 @@ in ``tests/compat/_dist_util.py``, which lists what changed in them and why.
 How the server/client tests run: DGL starts ``DistGraphServer``s and clients with
 ``multiprocessing`` on a one-part partition and one machine; here the servers are real
 ``python -m runtime.server`` processes of a 2-part partition on 127.0.0.1 and 127.0.0.2
-(tests/runtime/conftest.py's ``running_cluster``) and the clients are trainer processes (T
+(``testing.servers.running_cluster``) and the clients are trainer processes (T
 per machine, rank ``machine * T + k``), since the runtime's point is more than one machine.
 ``load_partition_book`` + ``DistGraph(name, gpb=gpb)`` as DGL's. Checks that assume one
 partition (node_split gives local nodes only) hold because every trainer's share is checked
@@ -59,11 +59,10 @@ from partitioner.graph import Graph
 from partitioner.loader import load_orig_ids
 from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
+from testing.servers import running_cluster
+from testing.timeouts import TIMEOUT
 from tests.compat._dist_util import check_dist_emb, check_dist_graph, random_graph, random_hetero
-from tests.conftest import TIMEOUT
-from tests.runtime.conftest import running_cluster
 
-# Each test carries its kind: standalone ones are unit tests, server/client ones start
 # processes.
 
 NUM_NODES = 10000

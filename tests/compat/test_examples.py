@@ -15,9 +15,9 @@ import yaml
 
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import leftovers
-from tests.runtime.conftest import free_port_range
+from testing.ports import free_port_range
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 REPO = Path(__file__).parents[2]

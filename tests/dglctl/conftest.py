@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
-import yaml
 
 from partitioner import partition_graph
-from runtime.store.shm import SHM_DIR
-from tests.conftest import community_graph
-from tests.runtime.conftest import free_port_range
-
-SCRIPTS = Path(__file__).parent / "scripts"
+from testing.clusters import local_cluster as local_cluster_yaml
+from testing.graphs import community_graph
+from testing.sshd import start_sshd
 
 
 @pytest.fixture(scope="module")
@@ -48,39 +44,13 @@ def home(tmp_path, monkeypatch):
 @pytest.fixture
 def local_cluster(tmp_path):
     """configs/local.yaml with a private workspace and a random port base."""
-    data = yaml.safe_load((Path(__file__).parents[2] / "configs" / "local.yaml").read_text())
-    data["workspace"] = str(tmp_path / "ws")
-    data["port_base"] = free_port_range(["127.0.0.1", "127.0.0.2"], 4)
-    data["timeout"] = 5
-    path = tmp_path / "local.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return local_cluster_yaml(tmp_path / "local.yaml", tmp_path / "ws")
 
 
-def environ_of(pid: int) -> dict[str, str]:
-    """The environment process ``pid`` started with ({} once it has ended)."""
-    try:
-        raw = (Path("/proc") / str(pid) / "environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(v.decode(errors="replace").split("=", 1) for v in raw.split(b"\0") if b"=" in v)
-
-
-def leftovers(job_id: str) -> tuple[list, list]:
-    """Processes of the job (by their environment), and its files on this host: shared
-    memory and the trainers' sampler socket folders."""
-    from runtime.store.shm import sampler_dirs
-
-    shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*")) + sampler_dirs(job_id)
-    procs = [int(p.name) for p in Path("/proc").iterdir()
-             if p.name.isdigit() and environ_of(int(p.name)).get("DGLCTL_JOB_ID") == job_id]
-    return procs, shm
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``dglctl ARGV`` in this process: its exit code, stdout and stderr."""
-    from dglctl.cli import main
-
-    code = main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real OpenSSH server on 127.0.0.1-3 for the session (each xdist worker its own). A
+    missing sshd is a failure, not a skip: CI installs openssh-server."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()

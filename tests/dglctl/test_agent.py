@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dglctl.agent.proc_groups import alive as _alive
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

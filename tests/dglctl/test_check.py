@@ -15,11 +15,11 @@ from click.shell_completion import ShellComplete
 
 from dglctl.cli import cli
 from dglctl.jobs.manifest import HostRecord, JobManifest
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS
-from tests.dglctl.conftest import run_cli as run
-from tests.dglctl.sshd import ADDRESSES
-from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 - sshd: a fixture
+from testing.cli import run_cli as run
+from testing.clusters import ssh_cluster
+from testing.sshd import ADDRESSES
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -119,7 +119,7 @@ def test_a_data_address_not_of_the_host_is_named(home, local_cluster, tmp_path, 
     assert "FAIL  host m1: cannot listen on its data address 198.51.100.123" in out, out
     assert "127.0.0.1 (lo)" in out and "busy" not in err
     from partitioner import partition_graph
-    from tests.conftest import community_graph
+    from testing.graphs import community_graph
 
     partition_graph(community_graph(n=200), "g", 1, tmp_path / "p1")
     code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
@@ -135,7 +135,7 @@ def test_an_unreachable_host_is_its_own_problem(sshd, parts, home, tmp_path, cap
              {"name": "h1", "address": ADDRESSES[1]}, {"name": "h2", "address": ADDRESSES[2]}]
     for i, h in enumerate(hosts):
         h["workspace"] = str(tmp_path / f"ws-h{i}")
-    cluster = write_cluster(tmp_path / "c.yaml", sshd, hosts=hosts)
+    cluster = ssh_cluster(tmp_path / "c.yaml", sshd, hosts=hosts)
     args = ["--cluster", str(cluster), "--part-config", str(parts[3])]
     code, out, _ = run(["check", *args, "--json"], capsys)
     report = json.loads(out)

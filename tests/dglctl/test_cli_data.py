@@ -12,7 +12,7 @@ import pytest
 from dglctl.cli import cli, main
 from partitioner.format import read_config
 from partitioner.readers import write_chunked, write_npz
-from tests.conftest import community_graph, hetero_graph
+from testing.graphs import community_graph, hetero_graph
 
 pytestmark = pytest.mark.unit
 

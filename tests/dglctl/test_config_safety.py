@@ -20,7 +20,7 @@ from dglctl.cli import main
 from dglctl.config import cluster_from_ip_config, load_cluster_config, parse_cluster_config
 from dglctl.errors import ConfigError
 from dglctl.hosts.transport import SSHTransport
-from tests.dglctl.conftest import SCRIPTS
+from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
 CONFIGS = Path(__file__).parents[2] / "configs"

@@ -14,8 +14,9 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from testing.procs import leftovers
+from tests.dglctl import SCRIPTS
 
 SCRIPT = str(SCRIPTS / "dgl_style.py")
 

@@ -16,9 +16,10 @@ from dglctl.jobs.manifest import list_jobs
 from dglctl.jobs.plan import host_files
 from partitioner import partition_graph
 from partitioner.format import read_config
-from tests.conftest import community_graph
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 (a fixture)
+from testing.clusters import ssh_cluster
+from testing.graphs import community_graph
+from testing.procs import leftovers
+from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
 PAGE = 4096
@@ -115,7 +116,7 @@ def test_copy_onto_a_full_disk_is_named_and_leaves_no_temp_file(big_parts, home,
 def test_copy_over_ssh_onto_a_full_disk(sshd, big_parts, home, tmpfs, capsys):  # noqa: F811
     pages = _host_pages(big_parts[3])
     ws = tmpfs((max(pages) + sum(pages)) // 2)
-    code, out = _launch(write_cluster(ws / "c.yaml", sshd), big_parts[3], capsys)
+    code, out = _launch(ssh_cluster(ws / "c.yaml", sshd), big_parts[3], capsys)
     assert code != 0
     assert "failed" in out and "check free space" in out, out
     assert "internal error" not in out

@@ -19,8 +19,8 @@ from dglctl.errors import ConfigError
 from dglctl.jobs.preflight import gpu_problem
 from runtime.env import RuntimeEnv
 from runtime.errors import EnvError
-from tests.dglctl.conftest import SCRIPTS
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from tests.dglctl import SCRIPTS
 from tests.dglctl.test_plan import cluster, plan
 
 TRAINER = str(SCRIPTS / "trainer.py")

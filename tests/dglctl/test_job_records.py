@@ -17,8 +17,9 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobState, list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
 

@@ -10,9 +10,10 @@ import pytest
 
 from dglctl.jobs.manifest import list_jobs
 from partitioner import partition_graph
-from tests.conftest import community_graph
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from testing.graphs import community_graph
+from testing.procs import leftovers
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
 TRAINER = str(SCRIPTS / "trainer.py")

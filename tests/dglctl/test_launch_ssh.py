@@ -8,45 +8,18 @@ import pytest
 import yaml
 
 from dglctl.jobs.manifest import list_jobs
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
-from tests.dglctl.sshd import ADDRESSES, start_sshd
-from tests.runtime.conftest import free_port_range
+from testing.cli import run_cli as run
+from testing.clusters import ssh_cluster
+from testing.procs import leftovers
+from testing.sshd import ADDRESSES
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    # A missing sshd is a failure, not a skip: CI installs openssh-server.
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
-def write_cluster(path, sshd, **changes):
-    data = {
-        "transport": "ssh",
-        "ssh": {"user": "root", "port": sshd.port, "key": str(sshd.client_key),
-                "known_hosts": str(sshd.known_hosts), "connect_timeout": 3},
-        "hosts": [{"name": f"h{i}", "address": a, "workspace": str(path.parent / f"ws-h{i}")}
-                  for i, a in enumerate(ADDRESSES)],
-        "python": sys.executable,
-        "servers_per_host": 1, "trainers_per_host": 1, "samplers_per_trainer": 0,
-        "port_base": free_port_range(list(ADDRESSES), 4), "timeout": 5,
-    }
-    for k, v in changes.items():
-        if k.startswith("ssh_"):
-            data["ssh"][k[4:]] = v
-        else:
-            data[k] = v
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def test_three_host_launch(sshd, parts, home, tmp_path, capsys):
-    cluster = write_cluster(tmp_path / "c.yaml", sshd)
+    cluster = ssh_cluster(tmp_path / "c.yaml", sshd)
     code, out, err = run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
                           str(parts[3]), "--", "ok"], capsys)
     assert code == 0, err
@@ -68,9 +41,9 @@ def test_hosts_sharing_one_workspace(sshd, parts, home, tmp_path, capsys):
     import json
     import time
 
-    from tests.conftest import TIMEOUT
+    from testing.timeouts import TIMEOUT
 
-    cluster = write_cluster(tmp_path / "c.yaml", sshd)
+    cluster = ssh_cluster(tmp_path / "c.yaml", sshd)
     data = yaml.safe_load(cluster.read_text())
     for h in data["hosts"]:
         h["workspace"] = str(tmp_path / "nfs-home")
@@ -106,7 +79,7 @@ def test_hosts_sharing_one_workspace(sshd, parts, home, tmp_path, capsys):
 
 def test_ssh_failures_are_clear(sshd, parts, home, tmp_path, capsys):
     def launch(**changes):
-        cluster = write_cluster(tmp_path / "c.yaml", sshd, **changes)
+        cluster = ssh_cluster(tmp_path / "c.yaml", sshd, **changes)
         return run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
                     str(parts[3]), "--", "ok"], capsys)
 
@@ -137,7 +110,7 @@ def test_python_under_home(sshd, parts, home, tmp_path, capsys):
     import os
 
     under_home = "~/" + os.path.relpath(sys.executable, os.path.expanduser("~"))
-    cluster = write_cluster(tmp_path / "c.yaml", sshd, python=under_home)
+    cluster = ssh_cluster(tmp_path / "c.yaml", sshd, python=under_home)
     code, out, err = run(["launch", TRAINER, "--cluster", str(cluster), "--part-config",
                           str(parts[3]), "--", "ok"], capsys)
     assert code == 0, err
@@ -160,7 +133,7 @@ def test_big_files_copy_through_ssh_atomically(sshd, tmp_path):
     from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
 
-    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    cluster = load_cluster_config(ssh_cluster(tmp_path / "c.yaml", sshd))
     t = SSHTransport(cluster.hosts[1], cluster)
     t.workspace = str(tmp_path / "ws")
     data = os.urandom(OPENSSH_MIN_BYTES + 12345)
@@ -187,7 +160,7 @@ def test_a_file_that_grows_while_copied_arrives_as_it_was_read(sshd, tmp_path, s
     from dglctl.config import load_cluster_config
     from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
 
-    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    cluster = load_cluster_config(ssh_cluster(tmp_path / "c.yaml", sshd))
     t = SSHTransport(cluster.hosts[1], cluster)
     t.workspace = str(tmp_path / "ws")
     src = tmp_path / "grows.bin"
@@ -228,7 +201,7 @@ def test_private_files_are_never_readable_while_written(sshd, tmp_path, monkeypa
     from dglctl.config import load_cluster_config
     from dglctl.hosts import openssh, transport
 
-    cluster = load_cluster_config(write_cluster(tmp_path / "c.yaml", sshd))
+    cluster = load_cluster_config(ssh_cluster(tmp_path / "c.yaml", sshd))
     ws = tmp_path / "ws"
     t = transport.SSHTransport(cluster.hosts[1], cluster)
     t.workspace = str(ws)

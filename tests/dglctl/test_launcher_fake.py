@@ -26,7 +26,7 @@ from dglctl.jobs.launcher import Launcher, LaunchOptions
 from dglctl.jobs.manifest import JobManifest, JobState
 from dglctl.jobs.observe import root_cause
 from dglctl.jobs.stop import stop_job
-from tests.dglctl.conftest import SCRIPTS
+from tests.dglctl import SCRIPTS
 from tests.dglctl.fakes import FakeTransport, agent_calls, fake_factory
 
 pytestmark = pytest.mark.unit

@@ -19,9 +19,10 @@ import yaml
 from dglctl.agent.protocol import lease_seconds, renew_interval
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.test_launch_ssh import sshd, write_cluster  # noqa: F401 (a fixture)
+from testing.clusters import ssh_cluster
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
 JOB_TIMEOUT = 3.0  # the cluster's timeout
@@ -186,7 +187,7 @@ def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, local_cl
 @pytest.mark.ssh
 def test_sigkilled_launcher_over_ssh_leaves_nothing(sshd, parts, home, tmp_path):  # noqa: F811
     # The default lease: each renewal crosses the ssh connection, which a busy machine slows.
-    cluster = write_cluster(tmp_path / "c.yaml", sshd, timeout=JOB_TIMEOUT)
+    cluster = ssh_cluster(tmp_path / "c.yaml", sshd, timeout=JOB_TIMEOUT)
     proc, m = _sleeping_job(cluster, parts[3], 3)
     try:
         _kill_launcher_and_time(proc, m, lease=lease_seconds(JOB_TIMEOUT))

@@ -14,8 +14,8 @@ import pytest
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import leftovers
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

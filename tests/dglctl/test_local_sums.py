@@ -12,7 +12,7 @@ import pytest
 import partitioner.format
 from dglctl.errors import IntegrityError
 from dglctl.jobs import local_sums
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.unit
 SHARD = "part0/node_feat/0_feat.npy"

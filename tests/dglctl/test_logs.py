@@ -20,9 +20,10 @@ import pytest
 from dglctl.agent.logs import MARK, read_log, since_start, tail_lines, tail_start, utf8_cut
 from dglctl.display import use_colour
 from dglctl.jobs.manifest import JobManifest
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 CHATTY = str(SCRIPTS / "chatty.py")
 LINE = re.compile(r"\[(\S+) (\w+) (\d+)\] (.*)")

@@ -10,9 +10,8 @@ import sys
 import pytest
 
 from dglctl.jobs.manifest import HostRecord, JobManifest, JobState, ProcRecord, new_job_id
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
-# Updates per writer: enough for the two writers to overlap many times on 2 cores.
 UPDATES = 150
 
 # One writer: ready once imported and loaded; on "go" (stdin), UPDATES updates of the manifest.

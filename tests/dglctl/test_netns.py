@@ -20,9 +20,10 @@ import yaml
 from dglctl.cli import main
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
-from tests.dglctl.netns import make_netns, netns_unavailable, ssh_hosts, unreachable_from_here
+from testing.netns import make_netns, netns_unavailable, ssh_hosts, unreachable_from_here
+from testing.procs import environ_of, leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
 REPO = Path(__file__).parents[2]

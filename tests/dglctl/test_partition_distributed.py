@@ -23,9 +23,8 @@ import yaml
 from partitioner.format import read_config
 from partitioner.generate import generate_graph
 from partitioner.readers import write_chunked, write_npz
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import run_cli
-from tests.dglctl.sshd import start_sshd
+from testing.cli import run_cli
+from testing.timeouts import TIMEOUT
 
 REPO = Path(__file__).parents[2]
 
@@ -357,14 +356,6 @@ def test_a_stop_after_the_ranks_wrote_the_partition_says_it_is_complete(big, tmp
     status = json.loads(_dglctl("status", job, "--json").stdout)
     assert status["state"] == "succeeded", status
     _no_process_left(out)
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    # A missing sshd is a failure, not a skip: CI installs openssh-server.
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
 
 
 def _ssh_cluster(path: Path, sshd, pythons: tuple[str, str] = (sys.executable,) * 2,

@@ -16,7 +16,7 @@ import pytest
 
 from partitioner.generate import generate_graph
 from partitioner.readers import write_npz
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

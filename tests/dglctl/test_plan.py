@@ -24,7 +24,7 @@ from dglctl.jobs.plan import (
 )
 from partitioner.format import PartConfig
 from runtime.env import RuntimeEnv
-from tests.dglctl.conftest import SCRIPTS
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.unit
 TRAINER = str(SCRIPTS / "trainer.py")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import leftovers
-from tests.runtime.conftest import free_port_range
+from testing.ports import free_port_range
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 REPO = Path(__file__).parents[2]

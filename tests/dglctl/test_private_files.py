@@ -17,8 +17,8 @@ from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
 from partitioner import partition_graph
 from runtime.store.shm import ShmArena, job_files
-from tests.conftest import community_graph
-from tests.dglctl.conftest import SCRIPTS
+from testing.graphs import community_graph
+from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
 
@@ -84,7 +84,7 @@ def two_parts(tmp_path_factory):
 
 @pytest.mark.multiprocess
 def test_a_running_servers_shared_memory_is_private(two_parts, tmp_path):
-    from tests.runtime.conftest import running_cluster
+    from testing.servers import running_cluster
 
     with umask(0), running_cluster(two_parts, tmp_path, num_servers=1) as c:
         files = job_files(c.job_id)

@@ -12,7 +12,7 @@ import pytest
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import list_jobs
-from tests.dglctl.conftest import leftovers
+from testing.procs import leftovers
 
 pytestmark = pytest.mark.multiprocess
 
@@ -138,7 +138,7 @@ def test_the_partition_and_the_workspaces_inside_the_project_are_not_shipped(
     import yaml
 
     from partitioner import partition_graph
-    from tests.conftest import community_graph
+    from testing.graphs import community_graph
 
     root = tmp_path / "proj"
     root.mkdir()

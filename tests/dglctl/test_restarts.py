@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from dglctl.jobs.manifest import list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
 TRAINER = str(SCRIPTS / "trainer.py")

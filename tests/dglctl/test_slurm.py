@@ -1,4 +1,4 @@
-"""``dglctl launch --slurm`` on a real Slurm (tests/dglctl/slurm.py: slurmctld and two slurmd,
+"""``dglctl launch --slurm`` on a real Slurm (testing/slurm.py: slurmctld and two slurmd,
 n1 at 127.0.0.1 and n2 at 127.0.0.2): the allocation's nodes are the hosts, job steps the
 channel, and what a step started ends with it."""
 
@@ -22,12 +22,11 @@ from dglctl.hosts.slurm_alloc import cluster_from_allocation
 from dglctl.jobs.manifest import list_jobs
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import leftovers
-from tests.dglctl.slurm import NODES, start_slurm
-from tests.runtime.conftest import free_port_range
+from testing.ports import free_port_range
+from testing.procs import leftovers
+from testing.slurm import NODES, start_slurm
+from testing.timeouts import TIMEOUT
 
-# One Slurm at a time (xdist): the test clusters share munge and the node names.
 pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("slurm")]
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(Path(__file__).parent / "scripts" / "trainer.py")

@@ -20,10 +20,11 @@ import yaml
 from dglctl.config import cluster_from_record, parse_cluster_config
 from dglctl.errors import ConfigError
 from dglctl.jobs.manifest import list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.conftest import run_cli as run
-from tests.dglctl.netns import make_netns, netns_unavailable, power_off, ssh_hosts
+from testing.cli import run_cli as run
+from testing.netns import make_netns, netns_unavailable, power_off, ssh_hosts
+from testing.procs import leftovers
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
 

@@ -19,9 +19,10 @@ from dglctl.errors import AuthFailed, ConfigError, UnknownHostKey
 from dglctl.hosts.ssh_config import SYSTEM_KNOWN_HOSTS, resolve_ssh
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, leftovers
-from tests.dglctl.sshd import ADDRESSES, reach, refused, start_sshd
+from testing.procs import leftovers
+from testing.sshd import ADDRESSES, reach, refused, start_sshd
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")

@@ -27,9 +27,10 @@ from dglctl.cli import main
 from dglctl.config import load_cluster_config
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES
 from dglctl.jobs.manifest import list_jobs
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import SCRIPTS, environ_of, leftovers
-from tests.dglctl.sshd import ADDRESSES, reach, start_sshd
+from testing.procs import environ_of, leftovers
+from testing.sshd import ADDRESSES, reach, start_sshd
+from testing.timeouts import TIMEOUT
+from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
 TRAINER = str(SCRIPTS / "trainer.py")

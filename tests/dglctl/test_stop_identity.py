@@ -20,8 +20,8 @@ from dglctl.config import load_cluster_config
 from dglctl.hosts.agent_client import AgentClient, ProcStatus
 from dglctl.hosts.transports import make_transport
 from dglctl.jobs.manifest import HostRecord, JobManifest, JobState, ProcRecord, new_job_id
-from tests.conftest import TIMEOUT
-from tests.dglctl.conftest import run_cli as run
+from testing.cli import run_cli as run
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 SLEEP = f"import time; time.sleep({30 * TIMEOUT})"

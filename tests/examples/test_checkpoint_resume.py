@@ -17,8 +17,8 @@ import pytest
 
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
-from tests.conftest import TIMEOUT
-from tests.runtime.conftest import REPO
+from testing.servers import REPO
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 # One whole run of a script (most of it is importing torch on a busy 2-core machine).

@@ -15,8 +15,9 @@ from partitioner.generate import generate_graph
 from runtime.rpc.ip_config import write_ip_config
 from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
-from tests.conftest import TIMEOUT
-from tests.runtime.conftest import REPO, Cluster, free_port_range
+from testing.ports import free_port_range
+from testing.servers import REPO, Cluster
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 ARGS = ["--graph-name", "g", "--num-epochs", "4", "--batch-size", "200", "--fan-out", "5,10",

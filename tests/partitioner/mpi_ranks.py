@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 REPO = Path(__file__).parents[2]
 

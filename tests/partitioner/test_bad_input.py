@@ -20,7 +20,7 @@ from partitioner.format import read_config
 from partitioner.graph import HOMO_ETYPE, Graph
 from partitioner.readers import read_chunked, read_edge_list, write_chunked, write_edge_list
 from partitioner.readers.npz import write_npz
-from tests.conftest import community_graph
+from testing.graphs import community_graph
 
 pytestmark = pytest.mark.unit
 

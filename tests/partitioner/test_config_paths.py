@@ -18,7 +18,7 @@ import pytest
 from partitioner import load_partition, partition_graph
 from partitioner.errors import PartitionFormatError
 from partitioner.format import load_array, read_config, verify_files
-from tests.conftest import community_graph, hetero_graph
+from testing.graphs import community_graph, hetero_graph
 
 pytestmark = pytest.mark.unit
 

@@ -23,7 +23,7 @@ from partitioner.generate import generate_graph
 from partitioner.graph import Graph, etype_key
 from partitioner.loader import load_orig_ids
 from partitioner.readers import write_chunked, write_npz
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 from tests.partitioner.mpi_ranks import json_line, run_ranks
 
 pytestmark = pytest.mark.multiprocess

@@ -12,7 +12,7 @@ from partitioner.memory import mapping_of
 from partitioner.methods import assign_parts, kaminpar, parhip
 from partitioner.methods.parhip import GraphFile
 from partitioner.symmetric import symmetric_csr
-from tests.conftest import community_graph
+from testing.graphs import community_graph
 from tests.partitioner.test_hotpath import _serial, _threaded
 from tests.partitioner.test_wide_ids import _edges
 

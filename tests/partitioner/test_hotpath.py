@@ -11,7 +11,7 @@ import pytest
 from partitioner import memory, parallel, partition_graph, symmetric
 from partitioner.graph import Graph
 from partitioner.symmetric import symmetric_csr
-from tests.conftest import community_graph, hetero_graph
+from testing.graphs import community_graph, hetero_graph
 
 pytestmark = pytest.mark.unit
 

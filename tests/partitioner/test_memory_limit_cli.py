@@ -12,7 +12,8 @@ import pytest
 
 from partitioner.format import read_config
 from partitioner.readers import write_npz
-from tests.conftest import TIMEOUT, community_graph
+from testing.graphs import community_graph
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

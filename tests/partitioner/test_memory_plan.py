@@ -20,7 +20,7 @@ from partitioner.memory_plan import (
     plan_partition,
 )
 from partitioner.readers import read_graph, write_npz
-from tests.conftest import community_graph, hetero_graph
+from testing.graphs import community_graph, hetero_graph
 
 pytestmark = pytest.mark.unit
 

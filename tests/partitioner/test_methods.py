@@ -19,7 +19,7 @@ from partitioner.errors import (
 from partitioner.methods import METHODS, assign_parts
 from partitioner.methods import random as random_method
 from partitioner.symmetric import symmetric_csr
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 from tests.partitioner.mpi_ranks import REPO, json_line, run_ranks
 
 SCRIPT = Path(__file__).parent / "scripts" / "parmetis_kway.py"

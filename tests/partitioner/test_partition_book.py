@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from partitioner import load_partition_book, partition_graph
-from tests.conftest import hetero_graph
+from testing.graphs import hetero_graph
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from partitioner.errors import OutEdgesMissing, OutputExistsError, PartitionOpti
 from partitioner.format import read_config
 from partitioner.graph import etype_key
 from partitioner.loader import load_orig_ids
-from tests.conftest import community_graph, hetero_graph
+from testing.graphs import community_graph, hetero_graph
 
 pytestmark = pytest.mark.unit
 

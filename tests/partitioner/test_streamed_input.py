@@ -14,7 +14,7 @@ from partitioner.generate import generate_graph
 from partitioner.memory import mapping_of
 from partitioner.readers import parsed_bytes_estimate, read_chunked, read_graph, text, write_chunked
 from partitioner.spill import Column, SpillFolder
-from tests.conftest import community_graph
+from testing.graphs import community_graph
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import pytest
 from partitioner import PartitionOptionError, symmetric
 from partitioner.methods import checks, kaminpar, metis, parhip
 from partitioner.symmetric import symmetric_csr
-from tests.conftest import community_graph
+from testing.graphs import community_graph
 from tests.partitioner.test_hotpath import _reference_csr, _serial, _threaded
 
 pytestmark = pytest.mark.unit

@@ -20,8 +20,9 @@ from partitioner.format import file_checksum
 from runtime import checkpoint as ckpt
 from runtime.errors import CheckpointError
 from runtime.split import trainer_share
-from tests.conftest import TIMEOUT
-from tests.runtime.conftest import REPO, terminate_groups
+from testing.procs import terminate_groups
+from testing.servers import REPO
+from testing.timeouts import TIMEOUT
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from runtime.errors import DistError
 from runtime.loader.dataloader import DistDataLoader, DistNodeDataLoader
 from runtime.sampling.block import NID
 from runtime.sampling.neighbor import NeighborSampler
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 
 @pytest.mark.unit
@@ -256,7 +256,7 @@ def test_hetero_edge_loader_reverse_types(tmp_path, monkeypatch):
     import runtime as dg
     from partitioner import partition_graph
     from runtime.loader import dataloading
-    from tests.conftest import hetero_graph
+    from testing.graphs import hetero_graph
 
     monkeypatch.setenv("WORLD_SIZE", "1")
     partition_graph(hetero_graph(), "h", 1, tmp_path / "p")

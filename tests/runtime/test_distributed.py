@@ -17,7 +17,7 @@ from runtime.rpc.ip_config import read_ip_config
 from runtime.rpc.liveness import Liveness
 from runtime.rpc.messages import Pull
 from runtime.store.shm import job_files
-from tests.conftest import PEER_TIMEOUT, TIMEOUT
+from testing.timeouts import PEER_TIMEOUT, TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

@@ -13,8 +13,8 @@ from runtime.errors import DistError
 from runtime.sampling.block import NID
 from runtime.sampling.draws import node_keys, sample_etype
 from runtime.sampling.neighbor import NeighborSampler, sample_neighbor_edges
-from tests.conftest import hetero_graph
-from tests.runtime.conftest import running_cluster
+from testing.graphs import hetero_graph
+from testing.servers import running_cluster
 
 ET = ("_N", "_E", "_N")
 HETERO_FANOUT = {"cites": 2, "writes": 3, "written-by": 1}

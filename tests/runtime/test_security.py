@@ -16,8 +16,8 @@ from runtime.errors import HandshakeError
 from runtime.rpc.client import ServerPool
 from runtime.rpc.ip_config import read_ip_config
 from runtime.rpc.messages import Pull
-from tests.conftest import TIMEOUT
-from tests.runtime.conftest import running_cluster
+from testing.servers import running_cluster
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

@@ -12,9 +12,9 @@ import pytest
 from runtime.errors import ShmError
 from runtime.rpc.ip_config import write_ip_config
 from runtime.store.shm import ShmArena
-from tests.conftest import TIMEOUT
-
-from .conftest import REPO, Cluster, free_port_range
+from testing.ports import free_port_range
+from testing.servers import REPO, Cluster
+from testing.timeouts import TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

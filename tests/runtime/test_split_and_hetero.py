@@ -13,7 +13,8 @@ from runtime.rpc.client import ServerPool
 from runtime.rpc.ip_config import read_ip_config
 from runtime.split import edge_split, node_split
 from runtime.store.shm import job_files
-from tests.conftest import TIMEOUT, hetero_graph
+from testing.graphs import hetero_graph
+from testing.timeouts import TIMEOUT
 
 
 @pytest.mark.unit

@@ -22,8 +22,8 @@ from runtime.errors import PeerTimeout
 from runtime.rpc.client import Request, ServerPool
 from runtime.rpc.ip_config import read_ip_config
 from runtime.rpc.messages import Barrier, Pull
-from tests.conftest import PEER_TIMEOUT, TIMEOUT
-from tests.runtime.conftest import REPO, running_cluster
+from testing.servers import REPO, running_cluster
+from testing.timeouts import PEER_TIMEOUT, TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 

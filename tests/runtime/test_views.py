@@ -135,7 +135,7 @@ def test_partition_policies_and_inferred_policy(tmp_path, monkeypatch):
     DistTensor; the policy inferred from shape[0] must be unique, else an error naming the fix."""
     import runtime
     from partitioner import partition_graph
-    from tests.conftest import hetero_graph
+    from testing.graphs import hetero_graph
 
     partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
     runtime.exit_client()
@@ -175,11 +175,11 @@ def test_partition_policies_and_inferred_policy(tmp_path, monkeypatch):
 
 @pytest.fixture
 def hetero_standalone(tmp_path):
-    """tests.conftest.hetero_graph (paper, author; cites, writes, written-by) in one part,
+    """testing.graphs.hetero_graph (paper, author; cites, writes, written-by) in one part,
     standalone."""
     import runtime
     from partitioner import partition_graph
-    from tests.conftest import hetero_graph
+    from testing.graphs import hetero_graph
 
     partition_graph(hetero_graph(), "h", 1, tmp_path / "p")
     runtime.exit_client()

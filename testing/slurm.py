@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 NODES = {"n1": "127.0.0.1", "n2": "127.0.0.2"}
 FREEZER = Path("/sys/fs/cgroup/freezer")

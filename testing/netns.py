@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.dglctl.sshd import TestSSHD, start_sshd
+from testing.sshd import TestSSHD, start_sshd
 
 # What 'ip netns exec NAME' mounts over /etc for the processes it starts (iproute2): a hosts
 # file here is the namespace's own name resolution, which the launcher's does not share.

@@ -4,6 +4,7 @@ and the two ways tests use a host through it (``reach``, ``refused``)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -12,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
-from tests.conftest import TIMEOUT
+from testing.timeouts import TIMEOUT
 
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -126,11 +125,15 @@ def reach(c, i: int, tmp_path, during=None) -> None:
 
 
 def refused(c, i: int, tmp_path, error: type, match: str) -> Any:
-    """Host ``i`` of cluster ``c`` refuses the agent's command with ``error``; the error."""
+    """Host ``i`` of cluster ``c`` refuses the agent's command with ``error`` whose message
+    matches the regular expression ``match``; the error (an AssertionError otherwise)."""
     t = SSHTransport(c.hosts[i], c)
     try:
-        with pytest.raises(error, match=match) as e:
-            t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+        t.agent("preflight", "--workspace", str(tmp_path / "ws"))
+    except error as e:
+        if not re.search(match, str(e)):
+            raise AssertionError(f"{type(e).__name__} {str(e)!r} does not match {match!r}") from e
+        return e
     finally:
         t.close()
-    return e.value
+    raise AssertionError(f"host {i} was reached: expected {error.__name__} matching {match!r}")

@@ -1,0 +1,13 @@
+"""The one harness the tests and the benchmarks share; it imports neither.
+
+- ``timeouts``: the one timeout setting (``DGLCTL_TEST_TIMEOUT``) every wait derives from.
+- ``wait``: waiting for a condition by polling with a deadline, never a fixed sleep.
+- ``graphs``: the small graphs built in-process.
+- ``ports``: free port ranges, each pytest-xdist worker its own share.
+- ``procs``: stopping process groups, and proving nothing of a job is left behind.
+- ``servers``: real graph servers of a 2-part partition on 127.0.0.1 and 127.0.0.2.
+- ``clusters``: cluster YAMLs for the local transport and for loopback SSH.
+- ``sshd``, ``slurm``, ``netns``: a real OpenSSH server, a real Slurm cluster and network
+  namespaces on this machine.
+- ``cli``: ``dglctl`` run in this process, and a detached job of sleeping trainers.
+"""

@@ -1,0 +1,43 @@
+"""Stopping the processes a test started, and proving nothing of a job is left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from runtime.store.shm import SHM_DIR, sampler_dirs
+from testing.timeouts import TIMEOUT
+
+
+def terminate_groups(procs: list[subprocess.Popen], grace: float) -> None:
+    """SIGTERM each process's group (each leads its own), SIGKILL what is left after
+    ``grace`` seconds, and reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(TIMEOUT)
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` started with ({} once it has ended)."""
+    try:
+        raw = (Path("/proc") / str(pid) / "environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(v.decode(errors="replace").split("=", 1) for v in raw.split(b"\0") if b"=" in v)
+
+
+def leftovers(job_id: str) -> tuple[list, list]:
+    """Processes of the job (by their environment), and its files on this host: shared
+    memory and the trainers' sampler socket folders."""
+    shm = sorted(SHM_DIR.glob(f"dglctl.{job_id}.*")) + sampler_dirs(job_id)
+    procs = [int(p.name) for p in Path("/proc").iterdir()
+             if p.name.isdigit() and environ_of(int(p.name)).get("DGLCTL_JOB_ID") == job_id]
+    return procs, shm

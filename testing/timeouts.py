@@ -1,0 +1,16 @@
+"""The one setting every wait of the tests and benchmark smoke runs derives from.
+
+``DGLCTL_TEST_TIMEOUT`` seconds (default 10) is what a process may take to answer or to exit;
+longer waits (a script's whole run) are multiples of it. Raise it on a slow or busy machine,
+together with pytest-timeout's per-test limit (``--timeout``, default in pyproject.toml),
+which must stay above the longest wait.
+"""
+
+from __future__ import annotations
+
+import os
+
+TIMEOUT = float(os.environ.get("DGLCTL_TEST_TIMEOUT", "10"))
+# The runtime's own peer timeout (RuntimeEnv.timeout) in test jobs: short, so that the tests of
+# a dead or silent peer end quickly.
+PEER_TIMEOUT = 0.3 * TIMEOUT
