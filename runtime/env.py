@@ -40,6 +40,8 @@ class RuntimeEnv:
         timeout: seconds any wait on a peer may last before it is an error.
         barrier_timeout: seconds a barrier may wait for the other trainers (they may be
             busy for long, e.g. evaluating, while their servers answer).
+        idle_grace: seconds a server stays up once every client has gone (0: three
+            timeouts, so a paused trainer that reconnects finds its servers).
         shm_dir: the tmpfs holding the job's shared memory on this host.
         log_level: the runtime's logging level (``logging`` names).
         encrypt: encrypt every connection (CURVE keys from the token; ``runtime.rpc.security``).
@@ -61,6 +63,7 @@ class RuntimeEnv:
     server_id: int = 0
     timeout: float = DEFAULT_TIMEOUT
     barrier_timeout: float = 600.0
+    idle_grace: float = 0.0
     shm_dir: str = DEFAULT_SHM_DIR
     log_level: str = "WARNING"
     encrypt: bool = False
@@ -77,6 +80,8 @@ class RuntimeEnv:
         for name in ("num_servers", "num_trainers"):
             if getattr(self, name) < 1:
                 raise EnvError(f"{PREFIX}{name.upper()}={getattr(self, name)}: must be >= 1")
+        if self.idle_grace < 0:
+            raise EnvError(f"{PREFIX}IDLE_GRACE={self.idle_grace}: must be >= 0 (0: three timeouts)")
         if self.log_level.upper() not in LOG_LEVELS:
             raise EnvError(f"{PREFIX}LOG_LEVEL={self.log_level!r}: expected one of "
                            f"{', '.join(LOG_LEVELS)}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from runtime.env import RuntimeEnv
 from runtime.rpc.ip_config import write_ip_config
+from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from testing.ports import free_port_range
 from testing.procs import terminate_groups
@@ -37,12 +38,14 @@ class Cluster:
     procs: list[subprocess.Popen] = field(default_factory=list)
     timeout: float = PEER_TIMEOUT
     encrypt: bool = False
+    idle_grace: float = 0.0  # DGLCTL_IDLE_GRACE (0: three timeouts)
 
     def env(self, role: str, machine_id: int, num_trainers: int = 1, **extra) -> dict[str, str]:
         e = RuntimeEnv(role=role, job_id=self.job_id, token=self.token, machine_id=machine_id,
                        ip_config=str(self.ip_config), part_config=str(self.part_config),
                        num_servers=self.num_servers, num_trainers=num_trainers,
-                       timeout=self.timeout, encrypt=self.encrypt, **extra)
+                       timeout=self.timeout, encrypt=self.encrypt,
+                       idle_grace=self.idle_grace, **extra)
         env = dict(os.environ)
         env.update(e.to_environ())
         env["PYTHONPATH"] = str(REPO)
@@ -88,6 +91,11 @@ class Cluster:
         for p in self.procs[machine_id * self.num_servers:(machine_id + 1) * self.num_servers]:
             os.killpg(p.pid, signal.SIGCONT if resume else signal.SIGSTOP)
 
+    def leave_within(self) -> float:
+        """How long the servers may take to leave on their own once their clients have: the
+        idle grace, plus the usual allowance for a busy machine."""
+        return Liveness(self.timeout, self.idle_grace).idle_grace + TIMEOUT
+
     def stop(self) -> None:
         for p in self.procs:  # a stopped server would never see the SIGTERM
             if p.poll() is None:
@@ -97,14 +105,16 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
-                    timeout: float = PEER_TIMEOUT, encrypt: bool = False) -> Iterator[Cluster]:
-    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2 (the job's peer ``timeout``),
-    all answering when it yields; stopped and checked after."""
+                    timeout: float = PEER_TIMEOUT, encrypt: bool = False,
+                    idle_grace: float = 0.0) -> Iterator[Cluster]:
+    """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2 (the job's peer ``timeout``,
+    their ``idle_grace``), all answering when it yields; stopped and checked after."""
     ips = ["127.0.0.1", "127.0.0.2"]
     base = free_port_range(ips, num_servers)
     ip_config = tmp_path / "ip_config.txt"
     write_ip_config(ip_config, [(ip, base) for ip in ips])
-    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout, encrypt=encrypt)
+    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout, encrypt=encrypt,
+                idle_grace=idle_grace)
     c.start_servers()
     from runtime.store.shm import ShmArena
 

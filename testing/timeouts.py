@@ -14,3 +14,6 @@ TIMEOUT = float(os.environ.get("DGLCTL_TEST_TIMEOUT", "10"))
 # The runtime's own peer timeout (RuntimeEnv.timeout) in test jobs: short, so that the tests of
 # a dead or silent peer end quickly.
 PEER_TIMEOUT = 0.3 * TIMEOUT
+# A test's servers that are to leave on their own once their clients have gone wait this long
+# (DGLCTL_IDLE_GRACE), not the three job timeouts a paused trainer in production may need.
+IDLE_GRACE = 0.1 * TIMEOUT

@@ -9,8 +9,9 @@ pause, a swap storm) is handled by changing one number:
   application still waits on;
 - a peer silent for longer than ``timeout`` (no reply, no answer to pings) is an error that
   names it and how long it was silent;
-- a server leaves on "every client has gone" only after ``idle_grace`` (three timeouts) with
-  nobody connected, so a trainer that was paused, or reconnects, finds its servers.
+- a server leaves on "every client has gone" only after ``idle_grace`` (three timeouts unless
+  the env contract's ``DGLCTL_IDLE_GRACE`` says otherwise) with nobody connected, so a trainer
+  that was paused, or reconnects, finds its servers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Liveness:
     """The transport's time limits for a job whose peers may be silent ``timeout`` seconds."""
 
     timeout: float
+    grace: float = 0.0  # idle_grace in seconds; 0: three timeouts
 
     @property
     def ping_interval(self) -> float:
@@ -35,7 +37,7 @@ class Liveness:
     @property
     def idle_grace(self) -> float:
         """How long a server stays up with no client connected, once the job's trainers came."""
-        return 3 * self.timeout
+        return self.grace or 3 * self.timeout
 
     def configure(self, sock: zmq.Socket) -> None:
         """ZeroMQ heartbeats on ``sock``: sent every ping interval, the connection dropped

@@ -153,7 +153,7 @@ class GraphServer:
         secure_server(sock, self.env.token, self.env.encrypt)
         # A client that reconnects (same identity) takes its old connection over at once.
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        liveness = Liveness(self.env.timeout)
+        liveness = Liveness(self.env.timeout, self.env.idle_grace)
         liveness.configure(sock)
         addr = self.machine.server_addr(self.env.server_id)
         try:

@@ -57,10 +57,9 @@ import runtime
 from partitioner import partition_graph
 from partitioner.graph import Graph
 from partitioner.loader import load_orig_ids
-from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from testing.servers import running_cluster
-from testing.timeouts import TIMEOUT
+from testing.timeouts import IDLE_GRACE, TIMEOUT
 from tests.compat._dist_util import check_dist_emb, check_dist_graph, random_graph, random_hetero
 
 # processes.
@@ -168,7 +167,7 @@ def _run_clients(cfg, tmp_path, what: str, per_machine: int = 1) -> None:
     """Servers of ``cfg`` on two machines, ``per_machine`` trainers each running check
     ``what``; every trainer must print "ok", and nothing is left behind."""
     world = 2 * per_machine
-    with running_cluster(cfg, tmp_path, num_servers=1) as cluster:
+    with running_cluster(cfg, tmp_path, num_servers=1, idle_grace=IDLE_GRACE) as cluster:
         # Trainers get the whole TIMEOUT as their peer timeout: up to six of them start at
         # once on the 2-core machine, so one's hello can wait seconds for its server.
         cluster.timeout = TIMEOUT
@@ -193,7 +192,7 @@ def _run_clients(cfg, tmp_path, what: str, per_machine: int = 1) -> None:
                     p.kill()
                     p.wait(TIMEOUT)
         for p in cluster.procs:  # the servers exit once their clients have gone (and the
-            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)  # idle grace is over)
+            p.wait(cluster.leave_within())  # idle grace is over)
         assert job_files(cluster.job_id) == []
 
 

@@ -13,11 +13,10 @@ import pytest
 from partitioner import partition_graph
 from partitioner.generate import generate_graph
 from runtime.rpc.ip_config import write_ip_config
-from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from testing.ports import free_port_range
 from testing.servers import REPO, Cluster
-from testing.timeouts import TIMEOUT
+from testing.timeouts import IDLE_GRACE, TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 ARGS = ["--graph-name", "g", "--num-epochs", "4", "--batch-size", "200", "--fan-out", "5,10",
@@ -53,7 +52,7 @@ def _two_machines(graph, tmp_path, env_extra=None, args=ARGS, after=None) -> lis
     base = free_port_range(ips, 1)
     write_ip_config(tmp_path / "ip.txt", [(ip, base) for ip in ips])
     cluster = Cluster(tmp_path / "p2" / "g.json", tmp_path / "ip.txt", ips, num_servers=1,
-                      timeout=TIMEOUT)
+                      timeout=TIMEOUT, idle_grace=IDLE_GRACE)
     cluster.start_servers()
     master = free_port_range(["127.0.0.1"], 1)
     trainers = []
@@ -103,7 +102,7 @@ def test_two_machines(graph, tmp_path):
     def servers_leave(cluster):
         for p in cluster.procs:
             # Servers leave once both trainers have gone and their idle grace is over.
-            p.wait(Liveness(cluster.timeout).idle_grace + TIMEOUT)
+            p.wait(cluster.leave_within())
         assert job_files(cluster.job_id) == []
         assert all(p.returncode is not None for p in cluster.procs)
 

@@ -17,15 +17,18 @@ from runtime.rpc.ip_config import read_ip_config
 from runtime.rpc.liveness import Liveness
 from runtime.rpc.messages import Pull
 from runtime.store.shm import job_files
-from testing.timeouts import PEER_TIMEOUT, TIMEOUT
+from testing.servers import running_cluster
+from testing.timeouts import IDLE_GRACE, PEER_TIMEOUT, TIMEOUT
 
 pytestmark = pytest.mark.multiprocess
 
 
-def _leave_within(cluster) -> float:
-    """How long servers may take to leave once their clients have: the idle grace, plus
-    the usual allowance for a busy machine."""
-    return Liveness(cluster.timeout).idle_grace + TIMEOUT
+@pytest.fixture
+def leaving_cluster(two_part_graph, tmp_path):
+    """The cluster of servers, with the test config's short idle grace: for the tests that
+    wait for the servers to leave on their own."""
+    with running_cluster(two_part_graph[1], tmp_path, idle_grace=IDLE_GRACE) as c:
+        yield c
 
 
 def test_pull_matches_original_features(trainer, cluster, two_part_graph):
@@ -135,36 +138,39 @@ def test_killed_server_is_an_error_within_timeout(trainer, cluster):
     assert time.monotonic() - t0 < cluster.timeout + PEER_TIMEOUT
 
 
-def test_servers_exit_and_clean_up_when_clients_leave(cluster):
+def test_servers_exit_and_clean_up_when_clients_leave(leaving_cluster):
+    cluster = leaving_cluster
     pool = ServerPool(read_ip_config(cluster.ip_config), 2, cluster.token, cluster.timeout)
     pool.connect()
     assert job_files(cluster.job_id), "main servers publish shared memory"
     pool.close()
     for p in cluster.procs:
-        p.wait(_leave_within(cluster))
+        p.wait(cluster.leave_within())
     assert job_files(cluster.job_id) == []
 
 
-def test_servers_wait_for_every_trainer_before_leaving_on_idle(cluster):
+def test_servers_wait_for_every_trainer_before_leaving_on_idle(leaving_cluster):
     """A trainer that finishes before the job's other trainer has connected does not end the
     job: the servers arm their idle shutdown once every trainer (2 machines x 1) has said
     hello (they used to arm on the first, and exit when it left)."""
+    cluster = leaving_cluster
     machines = read_ip_config(cluster.ip_config)
     first = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
     first.connect()
     first.close()
     # Past the servers' idle grace: had they armed on the first trainer, they would be gone.
-    time.sleep(Liveness(cluster.timeout).idle_grace + 0.3 * TIMEOUT)
+    time.sleep(Liveness(cluster.timeout, cluster.idle_grace).idle_grace + 0.3 * TIMEOUT)
     assert all(p.poll() is None for p in cluster.procs), "servers left with a trainer missing"
     second = ServerPool(machines, 2, cluster.token, cluster.timeout, role="trainer")
     second.connect()
     second.close()
     for p in cluster.procs:
-        p.wait(_leave_within(cluster))
+        p.wait(cluster.leave_within())
     assert job_files(cluster.job_id) == []
 
 
-def test_two_trainers_barrier_and_shared_pushes(cluster, tmp_path):
+def test_two_trainers_barrier_and_shared_pushes(leaving_cluster, tmp_path):
+    cluster = leaving_cluster
     script = textwrap.dedent("""
         import sys, numpy as np, torch
         import runtime as dg
@@ -261,5 +267,5 @@ def test_two_trainers_barrier_and_shared_pushes(cluster, tmp_path):
         assert p.returncode == 0, err
         assert out.startswith("ok")
     for p in cluster.procs:
-        p.wait(_leave_within(cluster))
+        p.wait(cluster.leave_within())
     assert job_files(cluster.job_id) == []
