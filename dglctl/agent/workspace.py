@@ -35,9 +35,15 @@ def write_private(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically, 0600 before a byte is written."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
-    with os.fdopen(open_private(tmp, os.O_EXCL), "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(open_private(tmp, os.O_EXCL), "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk (or a signal) between the open and the rename leaves no half-written
+        # temp file beside the record: the old record, if any, stays whole.
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> Any:

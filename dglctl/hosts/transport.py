@@ -206,6 +206,9 @@ class Transport:
             if "No module named" in err or code == 127:
                 hint = (f"install the same dglctl version on {self.host.name} and point "
                         f"'python' in the cluster config at that interpreter")
+            elif "No space left on device" in err or "Disk quota exceeded" in err:
+                hint = (f"check free space and quota in {self.workspace} on {self.host.name} "
+                        f"('df -h')")
             raise RemoteCommandFailed(
                 f"host {self.host.name}: '{shlex.join(argv[:4])} ...' exited with {code}:\n"
                 f"{lines}", hint=hint)

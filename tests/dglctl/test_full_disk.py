@@ -135,3 +135,23 @@ def test_preflight_refuses_what_cannot_fit_and_says_how_much(big_parts, home, lo
         assert f"host {host}: " in out and f"the shards still to copy need {need}" in out, out
     assert "nothing was started" in out
     assert not any(ws.rglob("*.npy"))
+
+
+@pytest.mark.multiprocess
+def test_an_agent_record_on_a_full_disk_leaves_the_old_one_and_no_temp_file(tmpfs):
+    """The hosts of one job can share a disk: while one host's copy fills it, another's agent
+    rewrites its record of what it shipped. That write fails with ENOSPC, and leaves the old
+    record whole and no temp file beside it (it used to leave 'record.tmp')."""
+    import errno
+
+    from dglctl.agent.workspace import write_private
+
+    disk = tmpfs(4 * PAGE)
+    record = disk / "shipped.json"
+    write_private(record, "[]")
+    (disk / "filler").write_bytes(b"x" * (3 * PAGE))  # the rest of the disk, but for a page
+    with pytest.raises(OSError) as e:
+        write_private(record, "x" * (2 * PAGE))
+    assert e.value.errno == errno.ENOSPC
+    assert record.read_text() == "[]"
+    assert _temp_files(disk) == []
