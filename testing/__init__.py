@@ -9,5 +9,5 @@
 - ``clusters``: cluster YAMLs for the local transport and for loopback SSH.
 - ``sshd``, ``slurm``, ``netns``: a real OpenSSH server, a real Slurm cluster and network
   namespaces on this machine.
-- ``cli``: ``dglctl`` run in this process, and a detached job of sleeping trainers.
+- ``cli``: ``dglctl`` run in this process, its output captured.
 """

@@ -9,9 +9,9 @@ from typing import Any
 import yaml
 
 from testing.ports import free_port_range
+from testing.servers import REPO
 from testing.sshd import ADDRESSES, TestSSHD
 
-REPO = Path(__file__).resolve().parents[1]
 LOCAL_ADDRESSES = ["127.0.0.1", "127.0.0.2"]
 
 
