@@ -3,7 +3,7 @@ ranks on this machine or on a cluster's hosts, and what its output says: rank 0'
 they come, every rank's output in its own log file, the first rank's error as the root cause
 (the run itself is a job: ``jobs/mpi_job.py``), and what a failed run leaves removed.
 
-mpiexec is Open MPI's (``--tag-output`` prefixes every line with its rank: how the output is
+mpiexec is Open MPI's (``--tag-output`` prefixes what it forwards with the rank: how the output is
 split per rank); each rank runs ``python -m partitioner.distributed``.
 """
 
@@ -29,9 +29,10 @@ from ..hosts.openssh import ssh_config_text
 from ..hosts.transport import SSHTransport
 
 RANK_MODULE = "partitioner.distributed"
-_TAGGED = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:(.*)$")
-# A line a rank wrote in two writes ends with the tag mpiexec put before the second one.
-_TRAILING_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:$")
+# mpiexec puts this tag before every chunk it read from a rank, not before every line: a line
+# a rank wrote in two writes comes as two tagged pieces, with pieces of other ranks' lines
+# between them on the same line of mpiexec's output.
+_TAG = re.compile(r"\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>:")
 _SIGNALLED = re.compile(r"rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 _EXITED = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]")
 MPIEXEC_LINES = 6  # of mpiexec's own message, in the error when no rank said what failed
@@ -152,26 +153,42 @@ class RankOutput:
         self.failures: list[dict[str, Any]] = []  # the records, as the ranks printed them
         self.signalled: RankError | None = None
         self.exited: int | None = None
+        self.pieces: dict[tuple[int, str], str] = {}  # (rank, stream): its line so far
 
     def feed(self, line: str) -> None:
-        """One line of mpiexec's output (without its newline)."""
+        """One line of mpiexec's output (without its newline): each rank's pieces in it join
+        the rest of that rank's line; the piece the newline ends completes it."""
+        tags = list(_TAG.finditer(line))
+        own = line[:tags[0].start()] if tags else line
+        if own or not tags:
+            self._own(own)
+        for i, tag in enumerate(tags):
+            end = tags[i + 1].start() if i + 1 < len(tags) else len(line)
+            key = (int(tag.group(2)), tag.group(3))
+            piece = self.pieces.pop(key, "") + line[tag.end():end]
+            if i + 1 < len(tags):
+                self.pieces[key] = piece
+            else:
+                self._rank_line(*key, piece)
+
+    def _own(self, line: str) -> None:
+        """A line mpiexec wrote itself (its messages about ranks)."""
         run = self.run
-        tagged = _TAGGED.match(line)
-        if tagged is None:
-            self.out.write(None, "", line)
-            if line.strip() and not line.startswith("---"):
-                run.said.append(line.strip())
-            found = _SIGNALLED.search(line)
-            if found and self.signalled is None:
-                number = int(found.group(3))
-                self.signalled = RankError(int(found.group(1)), found.group(2),
-                                           f"ended by signal {number} ({_signal_name(number)})")
-            found = _EXITED.search(line)
-            if found and self.exited is None:
-                self.exited = int(found.group(1))
-            return
-        rank, stream = int(tagged.group(2)), tagged.group(3)
-        text = _TRAILING_TAG.sub("", tagged.group(4))
+        self.out.write(None, "", line)
+        if line.strip() and not line.startswith("---"):
+            run.said.append(line.strip())
+        found = _SIGNALLED.search(line)
+        if found and self.signalled is None:
+            number = int(found.group(3))
+            self.signalled = RankError(int(found.group(1)), found.group(2),
+                                       f"ended by signal {number} ({_signal_name(number)})")
+        found = _EXITED.search(line)
+        if found and self.exited is None:
+            self.exited = int(found.group(1))
+
+    def _rank_line(self, rank: int, stream: str, text: str) -> None:
+        """A whole line of one rank's ``stream``."""
+        run = self.run
         self.out.write(rank, stream, text)
         if stream != "stdout":
             run.tails.setdefault(rank, deque(maxlen=TAIL_LINES)).append(text)
@@ -186,7 +203,10 @@ class RankOutput:
             self.on_line(doc)
 
     def close(self) -> None:
-        """Close the rank logs."""
+        """Close the rank logs, with the last pieces of lines no newline ended."""
+        pieces, self.pieces = self.pieces, {}
+        for (rank, stream), text in pieces.items():
+            self._rank_line(rank, stream, text)
         self.out.close()
         self.run.logs = dict(self.out.paths)
 

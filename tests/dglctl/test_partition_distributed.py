@@ -260,6 +260,35 @@ def test_the_root_cause_is_the_first_failure_that_follows_from_none(tmp_path, li
     assert "as a consequence" in message, message
 
 
+# Open MPI 4.1 tags each chunk it reads from a rank, not each line: a line a rank wrote in two
+# writes comes in two pieces, other ranks' pieces between them (as mpiexec printed them).
+_RESULT = '{"config": "/out/g.json", "quality": {"ranks": 2}}'
+_PIECES = [
+    "[1,0]<stdout>:" + _RESULT[:12] + "[1,1]<stderr>:[2/6] halo[1,0]<stdout>:" + _RESULT[12:],
+    "[1,1]<stderr>: done",
+    "[1,0]<stderr>:" + '{"phase": "ids"' + "[1,1]<stdout>:[1,0]<stderr>:" + "}",
+    "[1,1]<stderr>:last words without a newline[1,0]<stdout>:",
+]
+
+
+@pytest.mark.unit
+def test_a_line_in_pieces_between_other_ranks_pieces_is_one_line(tmp_path):
+    from dglctl.jobs.mpi import RankOutput
+
+    seen: list[dict] = []
+    output = RankOutput(tmp_path / "logs", on_line=seen.append)
+    for line in _PIECES:
+        output.feed(line)
+    run = output.finish(0)
+    assert run.result == json.loads(_RESULT) and run.error is None, run
+    assert seen == [{"phase": "ids"}]
+    assert run.said == []  # no piece was taken for mpiexec's own words
+    assert (tmp_path / "logs" / "rank-1.log").read_text().splitlines() == [
+        "stderr: [2/6] halo done", "stdout: ", "stderr: last words without a newline"]
+    assert (tmp_path / "logs" / "rank-0.log").read_text().splitlines() == [
+        f"stdout: {_RESULT}", 'stderr: {"phase": "ids"}', "stdout: "]
+
+
 @pytest.mark.multiprocess
 def test_a_rank_killed_mid_run_is_named_and_nothing_is_left(big, tmp_path):
     out = tmp_path / "out"
