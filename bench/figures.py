@@ -25,7 +25,7 @@ The default graph is the other benchmarks' 1M-node community graph (20M directed
 128-wide features; the partition figure runs on partition_bench.py's graph, the same
 generator with its default 32-wide features); --quick uses 100k nodes and fewer repeats (a few minutes). Progress goes to stderr.
 --smoke runs every figure end to end on a 3,000-node graph (one repeat, batches of 100, training
-on 1 and 2 hosts, one parity epoch), into a temporary folder unless --out is given: it checks
+on 1 and 2 hosts, the launch on 1, one parity epoch with 1 trainer per host), into a temporary folder unless --out is given: it checks
 that the benchmarks run, its numbers mean nothing (tests/bench/test_figures_smoke.py runs it).
 """
 
@@ -59,14 +59,15 @@ def log(msg: str) -> None:
 def settings(mode: str = "full") -> dict[str, Any]:
     """Sizes and repeats of a run; --quick scales everything down, nothing else changes.
     --smoke goes further (a graph this small needs smaller batches, fewer steps and one
-    parity epoch; training on 1 and 2 hosts, as 3 add no code path): only that every figure
-    runs end to end."""
+    parity epoch; training on 1 and 2 hosts, as 3 add no code path; the launch on 1 host and
+    parity with 1 trainer per host, as more processes add none either): only that every
+    figure runs end to end."""
     if mode == "smoke":
         return {
             "nodes": 3_000, "avg_degree": 20.0, "feat_dim": 128, "partition_feat_dim": 32,
             "partition_parts": 4, "partition_repeat": 1, "runtime_repeat": 1,
             "global_steps": 6, "batch_size": 100, "hosts": [1, 2], "launch_repeat": 1,
-            "parity_epochs": 1,
+            "parity_epochs": 1, "launch_hosts": 1, "parity_trainers": 1,
         }
     quick = mode == "quick"
     return {
@@ -74,7 +75,8 @@ def settings(mode: str = "full") -> dict[str, Any]:
         "partition_feat_dim": 32, "partition_parts": 4,
         "partition_repeat": 1 if quick else 3, "runtime_repeat": 3 if quick else 5,
         "global_steps": 30 if quick else 120, "batch_size": 1000, "hosts": [1, 2, 3],
-        "launch_repeat": 1 if quick else 3, "parity_epochs": 2,
+        "launch_repeat": 1 if quick else 3, "parity_epochs": 2, "launch_hosts": 2,
+        "parity_trainers": 2,
     }
 
 
@@ -140,8 +142,11 @@ def fig_launch(work: Path, s: dict, inp: dict) -> dict:
     from bench.launch_bench import measure_launch
 
     out: dict[str, Any] = {}
-    cluster = local_cluster_file(work / "launch-local.yaml")
-    out["local"] = measure_launch(cluster, inp["p2"], work, repeat=s["launch_repeat"], log=log)
+    hosts = s["launch_hosts"]
+    part = inp[f"p{hosts}"]
+    cluster = local_cluster_file(work / "launch-local.yaml", hosts=hosts)
+    out["local"] = measure_launch(cluster, part, work, hosts=hosts, repeat=s["launch_repeat"],
+                                  log=log)
     why = _ssh_unavailable()
     if why:
         log(f"launch over ssh: skipped ({why})")
@@ -154,9 +159,9 @@ def fig_launch(work: Path, s: dict, inp: dict) -> dict:
     sshd = None
     try:
         sshd = start_sshd(work / "sshd")
-        cluster = ssh_cluster_file(work / "launch-ssh.yaml", sshd)
+        cluster = ssh_cluster_file(work / "launch-ssh.yaml", sshd, hosts=hosts)
         # The direct baseline is the same processes as for the local transport: not rerun.
-        out["ssh"] = measure_launch(cluster, inp["p2"], work, repeat=s["launch_repeat"],
+        out["ssh"] = measure_launch(cluster, part, work, hosts=hosts, repeat=s["launch_repeat"],
                                     baseline=False, log=log)
     except Exception as e:  # noqa: BLE001 - the optional part fails alone, with its reason
         out["ssh"] = {"status": "failed", "why": f"{type(e).__name__}: {e}"}
@@ -185,9 +190,10 @@ def _ssh_unavailable() -> str | None:
 def fig_parity(work: Path, s: dict, inp: dict) -> dict:
     from bench.accuracy_bench import measure_parity
 
-    log(f"parity: single process vs 2 parts x 2 trainers, {s['parity_epochs']} epochs each")
+    log(f"parity: single process vs 2 parts x {s['parity_trainers']} trainer(s), "
+        f"{s['parity_epochs']} epochs each")
     return measure_parity(inp["p1"], inp["p2"], work, epochs=s["parity_epochs"],
-                          batch_size=s["batch_size"])
+                          batch_size=s["batch_size"], trainers_per_host=s["parity_trainers"])
 
 
 RUNNERS: dict[str, Callable[[Path, dict, dict], dict]] = {

@@ -146,7 +146,7 @@ def _launch(f: dict, s: dict) -> list[Row]:
 
 def _parity(f: dict, s: dict) -> list[Row]:
     ok = "within 1 point" if f["within_1_point"] else "NOT within 1 point"
-    return [(f"test accuracy, 2 parts x 2 trainers launched ({f['epochs']} epochs, global batch "
+    return [(f"test accuracy, 2 parts x {f['trainers'] // 2} trainers launched ({f['epochs']} epochs, global batch "
              f"{f['global_batch']})", f"{100 * f['dist_acc']:.2f} %",
              f"single process, standalone DistGraph {100 * f['single_acc']:.2f} %",
              f"{f['diff_points']:+.2f} points", ok)]
