@@ -43,7 +43,16 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def local_cluster(tmp_path):
-    """configs/local.yaml with a private workspace and a random port base."""
+    """configs/local.yaml with a private workspace and a random port base, one trainer per
+    host: each host still runs a server, a trainer and its sampler, and each trainer started
+    is one torch import less than the shipped two per host cost."""
+    return local_cluster_yaml(tmp_path / "local.yaml", tmp_path / "ws", trainers_per_host=1)
+
+
+@pytest.fixture
+def full_local_cluster(tmp_path):
+    """configs/local.yaml as shipped (two trainers per host), with a private workspace and a
+    random port base: for the tests about more than one trainer on a host."""
     return local_cluster_yaml(tmp_path / "local.yaml", tmp_path / "ws")
 
 

@@ -32,15 +32,15 @@ def _trainer_argv(plan: dict) -> list[str]:
 
 
 @pytest.mark.unit
-def test_everything_after_script_goes_to_the_script(parts, home, local_cluster, capsys):
-    plan = _plan(["launch", "--cluster", str(local_cluster), "--part-config", str(parts[2]),
+def test_everything_after_script_goes_to_the_script(parts, home, full_local_cluster, capsys):
+    plan = _plan(["launch", "--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
                   "--dry-run", "--json", SCRIPT, "--epochs", "5", "--part_config", "x.json",
                   "--num-trainers", "7"], capsys)
     assert _trainer_argv(plan)[1:] == ["dgl_style.py", "--epochs", "5", "--part_config",
                                        "x.json", "--num-trainers", "7"]
     assert len([p for p in plan["processes"] if p["role"] == "trainer"]) == 4  # not 7 x 2
     # The older order: launcher options between SCRIPT and '--'.
-    old = _plan(["launch", SCRIPT, "--cluster", str(local_cluster), "--part-config",
+    old = _plan(["launch", SCRIPT, "--cluster", str(full_local_cluster), "--part-config",
                  str(parts[2]), "--dry-run", "--json", "--", "--epochs", "5"], capsys)
     assert _trainer_argv(old)[1:] == ["dgl_style.py", "--epochs", "5"]
 
@@ -56,23 +56,23 @@ def test_everything_after_script_goes_to_the_script(parts, home, local_cluster, 
     (["--num_omp_threads", "4", SCRIPT], "set OMP_NUM_THREADS in the cluster YAML's env:"),
 ])
 def test_a_wrong_launcher_option_is_named_never_passed_on(argv, says, parts, home,
-                                                          local_cluster, capsys):
-    code, out, err = run(["launch", "--cluster", str(local_cluster), *argv], capsys)
+                                                          full_local_cluster, capsys):
+    code, out, err = run(["launch", "--cluster", str(full_local_cluster), *argv], capsys)
     assert code == 2 and says in err, err
     assert list_jobs() == []
 
 
 @pytest.mark.unit
-def test_a_launcher_option_after_script_is_explained(local_cluster, home, capsys):
-    code, _, err = run(["launch", "--cluster", str(local_cluster), SCRIPT, "--part-config",
+def test_a_launcher_option_after_script_is_explained(full_local_cluster, home, capsys):
+    code, _, err = run(["launch", "--cluster", str(full_local_cluster), SCRIPT, "--part-config",
                         "p.json"], capsys)
     assert code == 2 and "Missing option '--part-config'" in err
     assert "--part-config stands after SCRIPT, so it goes to the script" in err
 
 
 @pytest.mark.unit
-def test_dry_run_shows_torchruns_environment(parts, home, local_cluster, capsys):
-    plan = _plan(["launch", "--cluster", str(local_cluster), "--part-config", str(parts[2]),
+def test_dry_run_shows_torchruns_environment(parts, home, full_local_cluster, capsys):
+    plan = _plan(["launch", "--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
                   "--dry-run", "--json", SCRIPT, "env"], capsys)
     trainers = [p for p in plan["processes"] if p["role"] == "trainer"]
     for p in trainers:
@@ -87,13 +87,13 @@ def test_dry_run_shows_torchruns_environment(parts, home, local_cluster, capsys)
 
 
 @pytest.mark.multiprocess
-def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, local_cluster,
+def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, full_local_cluster,
                                                              capsys):
-    data = yaml.safe_load(local_cluster.read_text())
+    data = yaml.safe_load(full_local_cluster.read_text())
     data["env"] = {k: v for k, v in data.get("env", {}).items() if k != "OMP_NUM_THREADS"}
     data["samplers_per_trainer"] = 0
-    local_cluster.write_text(yaml.safe_dump(data))
-    code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
+    full_local_cluster.write_text(yaml.safe_dump(data))
+    code, out, err = run(["launch", "--cluster", str(full_local_cluster), "--part-config",
                           str(parts[2]), SCRIPT, "--ip_config", "ip_config_of_my_laptop.txt",
                           "--part_config", "data/of/my/laptop.json", "env"], capsys)
     assert code == 0, err
@@ -115,8 +115,8 @@ def test_dgl_script_runs_with_its_own_paths_and_torchrun_env(parts, home, local_
 
 
 @pytest.mark.multiprocess
-def test_uncaught_exception_is_the_root_cause(parts, home, local_cluster, capsys):
-    code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
+def test_uncaught_exception_is_the_root_cause(parts, home, full_local_cluster, capsys):
+    code, out, err = run(["launch", "--cluster", str(full_local_cluster), "--part-config",
                           str(parts[2]), SCRIPT, "crash"], capsys)
     assert code == 1
     assert re.search(r"\[m0 trainer 1\] \(trainer-0-1, .*exited with code 1", err), err
@@ -128,8 +128,8 @@ def test_uncaught_exception_is_the_root_cause(parts, home, local_cluster, capsys
 
 
 @pytest.mark.multiprocess
-def test_detach_json_gives_the_job_id(parts, home, local_cluster, capsys):
-    code, out, err = run(["launch", "--cluster", str(local_cluster), "--part-config",
+def test_detach_json_gives_the_job_id(parts, home, full_local_cluster, capsys):
+    code, out, err = run(["launch", "--cluster", str(full_local_cluster), "--part-config",
                           str(parts[2]), "--detach", "--json", SCRIPT, "env"], capsys)
     assert code == 0, err
     info = json.loads(out)

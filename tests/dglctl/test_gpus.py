@@ -121,25 +121,25 @@ def fake_nvidia_smi(folder: Path, gpus: int, fail: bool = False) -> Path:
 
 
 @pytest.mark.multiprocess
-def test_check_and_launch_name_a_host_without_the_gpus(parts, home, local_cluster, tmp_path,
+def test_check_and_launch_name_a_host_without_the_gpus(parts, home, full_local_cluster, tmp_path,
                                                        capsys, monkeypatch):
     path = os.environ.get("PATH", "")
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'one', 1)}:{path}")
-    code, out, err = run(["check", "--cluster", str(local_cluster), "--num-gpus", "2"], capsys)
+    code, out, err = run(["check", "--cluster", str(full_local_cluster), "--num-gpus", "2"], capsys)
     assert code == 1, out + err
     assert "FAIL  host m0: gpus_per_host is 2, but it has 1 GPU(s) (nvidia-smi -L: GPU 0: " \
            "NVIDIA H200" in out, out
-    code, out, err = run(["launch", "--cluster", str(local_cluster), "--num-gpus", "2",
+    code, out, err = run(["launch", "--cluster", str(full_local_cluster), "--num-gpus", "2",
                           "--part-config", str(parts[2]), TRAINER, "ok"], capsys)
     assert code == 2 and "host m1: gpus_per_host is 2, but it has 1 GPU(s)" in err, err
-    code, out, _ = run(["check", "--cluster", str(local_cluster), "--num-gpus", "1",
+    code, out, _ = run(["check", "--cluster", str(full_local_cluster), "--num-gpus", "1",
                         "--json"], capsys)
     hosts = json.loads(out)["hosts"]
     assert code == 0 and [len(h["gpus"]) for h in hosts] == [1, 1], out
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bad', 1, fail=True)}:{path}")
-    code, out, _ = run(["check", "--cluster", str(local_cluster), "--num-gpus", "1"], capsys)
+    code, out, _ = run(["check", "--cluster", str(full_local_cluster), "--num-gpus", "1"], capsys)
     assert code == 1 and ("its GPUs could not be listed: 'nvidia-smi -L' failed: Failed to "
                           "initialize NVML: Driver/library version mismatch") in out, out
     # Without GPUs asked for, nvidia-smi is never run: a CPU cluster's check is unchanged.
-    code, out, _ = run(["check", "--cluster", str(local_cluster), "--json"], capsys)
+    code, out, _ = run(["check", "--cluster", str(full_local_cluster), "--json"], capsys)
     assert code == 0 and [h["gpus"] for h in json.loads(out)["hosts"]] == [None, None]

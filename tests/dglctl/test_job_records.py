@@ -65,13 +65,13 @@ def test_a_launch_that_fails_at_preflight_is_recorded_as_failed(parts, home, tmp
     assert code == 0 and "already failed; nothing to stop" in out, out + err
 
 
-def test_a_launch_that_fails_at_the_copy_is_recorded_as_failed(parts, home, local_cluster,
+def test_a_launch_that_fails_at_the_copy_is_recorded_as_failed(parts, home, full_local_cluster,
                                                                tmp_path, capsys):
     """A file where host m1's data folder should be: the copy fails there."""
-    ws = Path(yaml.safe_load(local_cluster.read_text())["workspace"])
+    ws = Path(yaml.safe_load(full_local_cluster.read_text())["workspace"])
     (ws / "m1").mkdir(parents=True)
     (ws / "m1" / "data").write_text("not a folder\n")
-    code, _, err = _run(["launch", "--cluster", str(local_cluster), "--part-config",
+    code, _, err = _run(["launch", "--cluster", str(full_local_cluster), "--part-config",
                          str(parts[2]), TRAINER], capsys)
     assert code != 0 and "host m1" in err, err
     (job,) = list_jobs()
@@ -83,15 +83,15 @@ def test_a_launch_that_fails_at_the_copy_is_recorded_as_failed(parts, home, loca
 
 
 def test_a_launch_whose_servers_fail_is_recorded_as_failed_at_servers(parts, home,
-                                                                      local_cluster,
+                                                                      full_local_cluster,
                                                                       tmp_path, capsys):
     """The servers' shared-memory folder is a file: every server fails while it loads."""
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
-    data = yaml.safe_load(local_cluster.read_text())
-    local_cluster.write_text(yaml.safe_dump(
+    data = yaml.safe_load(full_local_cluster.read_text())
+    full_local_cluster.write_text(yaml.safe_dump(
         {**data, "env": {**data.get("env", {}), "DGLCTL_SHM_DIR": str(blocked)}}))
-    code, _, err = _run(["launch", "--cluster", str(local_cluster), "--part-config",
+    code, _, err = _run(["launch", "--cluster", str(full_local_cluster), "--part-config",
                          str(parts[2]), TRAINER], capsys)
     assert code == 1 and "server" in err, err
     (job,) = list_jobs()
@@ -103,12 +103,12 @@ def test_a_launch_whose_servers_fail_is_recorded_as_failed_at_servers(parts, hom
 
 
 def test_status_logs_and_stop_from_another_folder_and_without_the_yaml(
-        parts, home, local_cluster, tmp_path, capsys, monkeypatch):
+        parts, home, full_local_cluster, tmp_path, capsys, monkeypatch):
     """Launched with a relative --cluster from one folder; then status, logs and stop from
     another, and again after the YAML was deleted: the manifest keeps the resolved cluster."""
     here = tmp_path / "launched-here"
     here.mkdir()
-    shutil.copy(local_cluster, here / "cluster.yaml")
+    shutil.copy(full_local_cluster, here / "cluster.yaml")
     monkeypatch.chdir(here)
     code, out, err = _run(["launch", "--cluster", "cluster.yaml", "--part-config",
                            str(parts[2]), "--detach", TRAINER, "sleep"], capsys)

@@ -36,14 +36,14 @@ def _copies(job_id: str) -> list[Path]:
     return [next((Path(h.workspace) / "work").iterdir()) for h in m.hosts]
 
 
-def test_the_launchers_own_log_inside_the_project_is_not_shipped(parts, home, local_cluster,
+def test_the_launchers_own_log_inside_the_project_is_not_shipped(parts, home, full_local_cluster,
                                                                    project):
     """``dglctl launch train.py > run.log 2>&1`` from the script's folder: the log grows while
     the launch copies (it once failed every time: 'copied file(s) fail their checksum')."""
     log = project / "run.log"
     with open(log, "w") as out:
         p = subprocess.run([sys.executable, "-m", "dglctl", "launch", "--cluster",
-                            str(local_cluster), "--part-config", str(parts[2]), "train.py"],
+                            str(full_local_cluster), "--part-config", str(parts[2]), "train.py"],
                            cwd=project, stdout=out, stderr=subprocess.STDOUT,
                            stdin=subprocess.DEVNULL, timeout=30 * TIMEOUT)
     text = log.read_text()
@@ -55,7 +55,7 @@ def test_the_launchers_own_log_inside_the_project_is_not_shipped(parts, home, lo
     assert leftovers(job.job_id) == ([], [])
 
 
-def test_a_file_appended_to_during_the_launch_is_sent_as_read(parts, home, local_cluster,
+def test_a_file_appended_to_during_the_launch_is_sent_as_read(parts, home, full_local_cluster,
                                                               project, capsys):
     grows = project / "metrics.csv"
     grows.write_text("step,loss\n")
@@ -72,7 +72,7 @@ def test_a_file_appended_to_during_the_launch_is_sent_as_read(parts, home, local
     writer = threading.Thread(target=append, daemon=True)
     writer.start()
     try:
-        code = main(["launch", "--cluster", str(local_cluster), "--part-config",
+        code = main(["launch", "--cluster", str(full_local_cluster), "--part-config",
                      str(parts[2]), str(project / "train.py")])
     finally:
         stop.set()
@@ -91,10 +91,10 @@ def test_a_file_appended_to_during_the_launch_is_sent_as_read(parts, home, local
 
 
 def test_a_file_deleted_during_the_launch_is_left_out_here_and_there(
-        parts, home, local_cluster, project, capsys, monkeypatch):
+        parts, home, full_local_cluster, project, capsys, monkeypatch):
     doomed = project / "scratch.txt"
     doomed.write_text("v1\n")
-    base = ["launch", "--cluster", str(local_cluster), "--part-config", str(parts[2]),
+    base = ["launch", "--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
             str(project / "train.py")]
     assert main(base) == 0, capsys.readouterr().err
     first = list_jobs()[-1].job_id
@@ -130,7 +130,7 @@ mine.write_text("written by the job")
 """
 
 
-def test_what_a_job_writes_into_its_copy_survives_the_next_launch(parts, home, local_cluster,
+def test_what_a_job_writes_into_its_copy_survives_the_next_launch(parts, home, full_local_cluster,
                                                                   project, capsys):
     """A job's output under its cwd (the host's copy of the project: a relative
     ``--checkpoint-dir`` lands there) is not the launcher's to delete: the next launch keeps
@@ -138,7 +138,7 @@ def test_what_a_job_writes_into_its_copy_survives_the_next_launch(parts, home, l
     (project / "train.py").write_text(KEEPS)
     helper = project / "helper.py"
     helper.write_text("x = 1\n")
-    base = ["launch", "--cluster", str(local_cluster), "--part-config", str(parts[2]),
+    base = ["launch", "--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
             str(project / "train.py")]
     assert main(base) == 0, capsys.readouterr().err
     first = capsys.readouterr().out

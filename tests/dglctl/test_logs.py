@@ -54,9 +54,9 @@ def expected_big(rank: int, lines: list[str]) -> list[str]:
     return [*want, lines[-1]]
 
 
-def launch(parts, local_cluster, capsys, *args: str) -> str:
+def launch(parts, full_local_cluster, capsys, *args: str) -> str:
     """A detached job of chatty.py trainers; its id."""
-    code, out, err = run(["launch", CHATTY, "--cluster", str(local_cluster), "--part-config",
+    code, out, err = run(["launch", CHATTY, "--cluster", str(full_local_cluster), "--part-config",
                           str(parts[2]), "--detach", "--", *args], capsys)
     assert code == 0, err
     m = re.search(r"job (\d{4}-[0-9a-f]{6})", out)
@@ -99,9 +99,9 @@ def stacks_of(proc: subprocess.Popen) -> str:
 
 
 @pytest.mark.multiprocess
-def test_whole_logs_of_several_mib_every_line_once_in_order(parts, home, local_cluster,
+def test_whole_logs_of_several_mib_every_line_once_in_order(parts, home, full_local_cluster,
                                                           capsys):
-    job = launch(parts, local_cluster, capsys, "big", "3")
+    job = launch(parts, full_local_cluster, capsys, "big", "3")
     try:
         # -f follows across hosts and ends by itself once every process has ended.
         follow = dglctl("logs", job, "-f")
@@ -150,9 +150,9 @@ def test_whole_logs_of_several_mib_every_line_once_in_order(parts, home, local_c
 
 
 @pytest.mark.multiprocess
-def test_since_follow_to_the_stop_and_stop_json(parts, home, local_cluster, tmp_path, capsys):
+def test_since_follow_to_the_stop_and_stop_json(parts, home, full_local_cluster, tmp_path, capsys):
     trigger = tmp_path / "go"
-    job = launch(parts, local_cluster, capsys, "marks", str(trigger))
+    job = launch(parts, full_local_cluster, capsys, "marks", str(trigger))
     try:
         wait_for(job, capsys, "early done")
         time.sleep(1.1)  # one time mark a second: this read notes where "early" ends
@@ -201,8 +201,8 @@ def test_since_follow_to_the_stop_and_stop_json(parts, home, local_cluster, tmp_
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("blocked", [False, True], ids=["plain", "inherited-blocked"])
-def test_ctrl_c_ends_following_with_130(parts, home, local_cluster, tmp_path, capsys, blocked):
-    job = launch(parts, local_cluster, capsys, "marks", str(tmp_path / "never"))
+def test_ctrl_c_ends_following_with_130(parts, home, full_local_cluster, tmp_path, capsys, blocked):
+    job = launch(parts, full_local_cluster, capsys, "marks", str(tmp_path / "never"))
     follow = None
     try:
         wait_for(job, capsys, "early done")

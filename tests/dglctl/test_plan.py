@@ -171,13 +171,13 @@ def no_host_contact(monkeypatch):
     monkeypatch.setattr("secrets.token_hex", lambda n: TOKEN if n == 16 else "ab" * n)
 
 
-def test_dry_run_prints_the_plan(parts, home, local_cluster, no_host_contact):
-    result = CliRunner().invoke(cli, ["launch", TRAINER, "--cluster", str(local_cluster),
+def test_dry_run_prints_the_plan(parts, home, full_local_cluster, no_host_contact):
+    result = CliRunner().invoke(cli, ["launch", TRAINER, "--cluster", str(full_local_cluster),
                                       "--part-config", str(parts[2]), "--dry-run", "--", "ok"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = result.stdout
-    base = yaml.safe_load(local_cluster.read_text())["port_base"]
+    base = yaml.safe_load(full_local_cluster.read_text())["port_base"]
     assert "dry run" in out and f"servers from {base}" in out and f"MASTER_PORT {base + 1}" in out
     for label in ("[m0 server 0]", "[m1 server 0]", "[m0 trainer 0]", "[m0 trainer 1]",
                   "[m1 trainer 2]", "[m1 trainer 3]"):
@@ -188,9 +188,9 @@ def test_dry_run_prints_the_plan(parts, home, local_cluster, no_host_contact):
     assert not home.exists(), "a dry run records nothing"
 
 
-def test_dry_run_json_over_ssh_hosts_that_do_not_exist(parts, home, local_cluster, tmp_path,
+def test_dry_run_json_over_ssh_hosts_that_do_not_exist(parts, home, full_local_cluster, tmp_path,
                                                        capsys, no_host_contact):
-    path = _local_cluster(local_cluster, tmp_path, transport="ssh", hosts=[
+    path = _local_cluster(full_local_cluster, tmp_path, transport="ssh", hosts=[
         {"name": "far0", "address": "no-such-host.invalid", "data_address": "10.9.0.1"},
         {"name": "far1", "address": "no-such-host-2.invalid", "data_address": "10.9.0.2"}],
         env={"DGLCTL_SHM_DIR": "/mnt/shm"})
@@ -214,12 +214,12 @@ def test_dry_run_json_over_ssh_hosts_that_do_not_exist(parts, home, local_cluste
     assert "--json goes with --dry-run or --detach" in capsys.readouterr().err
 
 
-def test_dry_run_checks_its_inputs(parts, home, local_cluster, tmp_path, capsys,
+def test_dry_run_checks_its_inputs(parts, home, full_local_cluster, tmp_path, capsys,
                                    no_host_contact):
-    code = main(["launch", "--cluster", str(local_cluster), "--part-config",
+    code = main(["launch", "--cluster", str(full_local_cluster), "--part-config",
                  str(parts[3]), "--dry-run", TRAINER])
     assert code == 2 and "3 parts" in capsys.readouterr().err
-    code = main(["launch", "--cluster", str(local_cluster),
+    code = main(["launch", "--cluster", str(full_local_cluster),
                  "--part-config", str(parts[2]), "--dry-run", str(tmp_path / "nope.py")])
     assert code == 2 and "nope.py: no such file" in capsys.readouterr().err
 

@@ -27,14 +27,14 @@ pytestmark = pytest.mark.multiprocess
 TRAINER = str(SCRIPTS / "trainer.py")
 
 
-def _launch(parts, local_cluster, capsys, mode, *options):
-    return run(["launch", *options, TRAINER, "--cluster", str(local_cluster), "--part-config",
+def _launch(parts, full_local_cluster, capsys, mode, *options):
+    return run(["launch", *options, TRAINER, "--cluster", str(full_local_cluster), "--part-config",
                 str(parts[2]), "--", mode], capsys)
 
 
 def test_a_failed_attempt_restarts_the_trainers_and_keeps_the_servers(parts, home,
-                                                                      local_cluster, capsys):
-    code, out, err = _launch(parts, local_cluster, capsys, "fail-once", "--max-restarts", "2")
+                                                                      full_local_cluster, capsys):
+    code, out, err = _launch(parts, full_local_cluster, capsys, "fail-once", "--max-restarts", "2")
     assert code == 0, err
     assert "attempt 0 failed: job" in err and "restarting the trainers: attempt 1" in err
     for rank in range(4):
@@ -71,10 +71,10 @@ def test_a_failed_attempt_restarts_the_trainers_and_keeps_the_servers(parts, hom
     assert code != 0 and "no attempt 5" in err
 
 
-def test_max_restarts_from_the_cluster_yaml_and_exhausted(parts, home, local_cluster, capsys):
-    data = yaml.safe_load(local_cluster.read_text())
-    local_cluster.write_text(yaml.safe_dump({**data, "max_restarts": 1}))
-    code, out, err = _launch(parts, local_cluster, capsys, "fail")
+def test_max_restarts_from_the_cluster_yaml_and_exhausted(parts, home, full_local_cluster, capsys):
+    data = yaml.safe_load(full_local_cluster.read_text())
+    full_local_cluster.write_text(yaml.safe_dump({**data, "max_restarts": 1}))
+    code, out, err = _launch(parts, full_local_cluster, capsys, "fail")
     assert code == 1
     assert "after 1 restart: every attempt failed" in err
     job = list_jobs()[-1]
@@ -83,8 +83,8 @@ def test_max_restarts_from_the_cluster_yaml_and_exhausted(parts, home, local_clu
     assert leftovers(job.job_id) == ([], [])
 
 
-def test_a_failure_at_the_same_point_stops_early(parts, home, local_cluster, capsys):
-    code, out, err = _launch(parts, local_cluster, capsys, "raise-at-batch",
+def test_a_failure_at_the_same_point_stops_early(parts, home, full_local_cluster, capsys):
+    code, out, err = _launch(parts, full_local_cluster, capsys, "raise-at-batch",
                              "--max-restarts", "5")
     assert code == 1
     assert "failed 3 times at the same point" in err, err
@@ -119,12 +119,12 @@ def _pid_when_all_sleep(name: str) -> int | None:
     return int(Path(rec.log).with_suffix(".pid").read_text())
 
 
-def test_a_killed_server_starts_again_on_its_host(parts, home, local_cluster):
+def test_a_killed_server_starts_again_on_its_host(parts, home, full_local_cluster):
     """server-1-0 SIGKILLed mid-run: m1's servers load their shards again, the trainers run a
     second attempt against them (the same features), the job succeeds, nothing is left."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "dglctl", "launch", "--max-restarts", "1", TRAINER, "--cluster",
-         str(local_cluster), "--part-config", str(parts[2]), "--", "sleep-once"],
+         str(full_local_cluster), "--part-config", str(parts[2]), "--", "sleep-once"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         victim = _wait_for(lambda: _pid_when_all_sleep("server-1-0"), "sleeping trainers")
@@ -148,23 +148,23 @@ def test_a_killed_server_starts_again_on_its_host(parts, home, local_cluster):
     assert leftovers(job.job_id) == ([], [])
 
 
-def _short_barriers(local_cluster) -> None:
+def _short_barriers(full_local_cluster) -> None:
     """A barrier that waits longer than a few timeouts is a hang: fail it (the trainer's
     error says so) instead of after the default 10 minutes."""
-    data = yaml.safe_load(local_cluster.read_text())
+    data = yaml.safe_load(full_local_cluster.read_text())
     data.setdefault("env", {})["DGLCTL_BARRIER_TIMEOUT"] = str(4 * TIMEOUT)
-    local_cluster.write_text(yaml.safe_dump(data))
+    full_local_cluster.write_text(yaml.safe_dump(data))
 
 
 @pytest.mark.parametrize("mode", ["barrier-restart", "sparse-restart", "tensor-restart"])
-def test_what_a_failed_attempt_left_on_the_servers_is_dropped(parts, home, local_cluster,
+def test_what_a_failed_attempt_left_on_the_servers_is_dropped(parts, home, full_local_cluster,
                                                                capsys, mode):
     """Rank 1 fails in the first attempt while its peers' arrivals at a barrier, their
     shares of a sparse optimizer step, or a named tensor it created are on the servers: the
     next attempt starts clean (its barriers and steps count only its own trainers, a named
     tensor starts anew, a persistent one stays), and the job succeeds."""
-    _short_barriers(local_cluster)
-    code, out, err = _launch(parts, local_cluster, capsys, mode, "--max-restarts", "1")
+    _short_barriers(full_local_cluster)
+    code, out, err = _launch(parts, full_local_cluster, capsys, mode, "--max-restarts", "1")
     assert code == 0, out[-3000:] + err[-3000:]
     assert "restarting the trainers: attempt 1" in err, err[-3000:]
     after = out[out.index("in attempt 1"):]
