@@ -45,8 +45,8 @@ def test_the_fake_has_exactly_the_real_transports_methods():
     assert _public_methods(SlurmTransport) == real | {"srun"}  # its command line, tested
 
 
-def launcher(parts, local_cluster, *, explicit_port=False, env=None, part=2):
-    cluster = load_cluster_config(local_cluster)
+def launcher(parts, full_local_cluster, *, explicit_port=False, env=None, part=2):
+    cluster = load_cluster_config(full_local_cluster)
     if env:
         from dataclasses import replace
 
@@ -58,8 +58,8 @@ def launcher(parts, local_cluster, *, explicit_port=False, env=None, part=2):
     return la, fakes
 
 
-def test_preflight_takes_the_configured_ports_when_free(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_preflight_takes_the_configured_ports_when_free(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     la.preflight()
     base = la.cluster.port_base
     assert la.plan.port_base == base and la.plan.master_port == base + 1
@@ -69,8 +69,8 @@ def test_preflight_takes_the_configured_ports_when_free(parts, home, local_clust
     assert all(not f.files for f in fakes), "preflight writes nothing"
 
 
-def test_preflight_skips_a_busy_block(parts, home, local_cluster, capsys):
-    la, fakes = launcher(parts, local_cluster)
+def test_preflight_skips_a_busy_block(parts, home, full_local_cluster, capsys):
+    la, fakes = launcher(parts, full_local_cluster)
     base = la.cluster.port_base
     fakes[1].busy_ports = {base + 1}  # the first block's MASTER_PORT, on one host
     la.preflight()
@@ -79,8 +79,8 @@ def test_preflight_skips_a_busy_block(parts, home, local_cluster, capsys):
     assert f"ports {base}.. are in use; using {base + 2}" in capsys.readouterr().err
 
 
-def test_a_busy_explicit_port_base_is_a_preflight_error(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster, explicit_port=True)
+def test_a_busy_explicit_port_base_is_a_preflight_error(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster, explicit_port=True)
     base = la.cluster.port_base
     fakes[1].busy_ports = {base}
     with pytest.raises(PreflightError) as e:
@@ -89,8 +89,8 @@ def test_a_busy_explicit_port_base_is_a_preflight_error(parts, home, local_clust
     assert la.plan is None
 
 
-def test_preflight_reports_every_problem(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_preflight_reports_every_problem(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     fakes[0].answers["preflight"] = lambda o: {**fakes[0]._preflight(o), "dglctl": "0.0.1"}
     fakes[1].answers["preflight"] = lambda o: {**fakes[1]._preflight(o), "disk_free": 10}
     with pytest.raises(PreflightError) as e:
@@ -99,8 +99,8 @@ def test_preflight_reports_every_problem(parts, home, local_cluster):
     assert "host m1: 10 B free" in e.value.message and len(e.value.problems) == 2
 
 
-def test_unreachable_hosts_are_one_group_error(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_unreachable_hosts_are_one_group_error(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     for f in fakes:
         f.answers["preflight"] = RemoteCommandFailed(f"host {f.host.name}: gone", hint="check")
     with pytest.raises(GroupError) as e:
@@ -109,8 +109,8 @@ def test_unreachable_hosts_are_one_group_error(parts, home, local_cluster):
     assert "2 of 2 hosts failed" in e.value.message and e.value.hint == "check"
 
 
-def test_copy_sends_once_and_verifies(parts, home, local_cluster, capsys):
-    la, fakes = launcher(parts, local_cluster)
+def test_copy_sends_once_and_verifies(parts, home, full_local_cluster, capsys):
+    la, fakes = launcher(parts, full_local_cluster)
     la.preflight()
     la.copy()
     err = capsys.readouterr().err
@@ -126,8 +126,8 @@ def test_copy_sends_once_and_verifies(parts, home, local_cluster, capsys):
     assert capsys.readouterr().err.count("up to date") == 2
 
 
-def test_a_copied_file_with_a_bad_checksum_is_an_integrity_error(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_a_copied_file_with_a_bad_checksum_is_an_integrity_error(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
 
     def damaged(o):
         files = json.loads(o["files"])
@@ -151,8 +151,8 @@ def _started(la):
     la.manifest.save()
 
 
-def test_the_earliest_failure_is_named_first(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_the_earliest_failure_is_named_first(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     _started(la)
     assert [c["name"] for c in agent_calls(fakes[1], "start")] == [
         "server-1-0", "trainer-1-0", "trainer-1-1"]
@@ -184,8 +184,8 @@ def test_root_cause_order():
     assert ProcState("s", 1, ProcStatus.KILLED, signal=15).failed
 
 
-def test_a_job_stopped_from_elsewhere_is_an_interruption(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_a_job_stopped_from_elsewhere_is_an_interruption(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     _started(la)
     on_disk = JobManifest.load(la.job_id)
     on_disk.state = JobState.STOPPING
@@ -196,8 +196,8 @@ def test_a_job_stopped_from_elsewhere_is_an_interruption(parts, home, local_clus
     assert e.value.exit_code == 130 and "was stopped by 'dglctl stop'" in e.value.message
 
 
-def test_logs_stream_whole_lines_with_prefixes(parts, home, local_cluster):
-    la, fakes = launcher(parts, local_cluster)
+def test_logs_stream_whole_lines_with_prefixes(parts, home, full_local_cluster):
+    la, fakes = launcher(parts, full_local_cluster)
     _started(la)
     fakes[1].logs["trainer-1-0"] = "first\nsecond, half"
     lines, _ = la.logs.poll()
@@ -207,8 +207,8 @@ def test_logs_stream_whole_lines_with_prefixes(parts, home, local_cluster):
     assert la.logs.poll()[0] == []
 
 
-def test_stop_passes_the_jobs_shm_dir(parts, home, local_cluster, tmp_path):
-    la, fakes = launcher(parts, local_cluster, env={"DGLCTL_SHM_DIR": str(tmp_path / "shm")})
+def test_stop_passes_the_jobs_shm_dir(parts, home, full_local_cluster, tmp_path):
+    la, fakes = launcher(parts, full_local_cluster, env={"DGLCTL_SHM_DIR": str(tmp_path / "shm")})
     _started(la)
     assert la.manifest.shm_dir == str(tmp_path / "shm")
     outcome = stop_job(JobManifest.load(la.job_id), la.clients, grace=0.5)
@@ -238,8 +238,8 @@ def test_the_agent_removes_shared_memory_from_the_given_folder(tmp_path, capsys)
     assert not any(f.exists() for f in mine) and other.exists()
 
 
-def test_agent_client_parses_the_agents_answers(local_cluster):
-    cluster = load_cluster_config(local_cluster)
+def test_agent_client_parses_the_agents_answers(full_local_cluster):
+    cluster = load_cluster_config(full_local_cluster)
     fakes = [FakeTransport(h, cluster) for h in cluster.hosts]
     clients = [AgentClient(f) for f in fakes]
     fakes[0].states["a"] = {"state": "running", "pid": 7, "cpu_seconds": 1.5, "rss_bytes": 10,
