@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from testing.clusters import local_cluster
 from testing.ports import free_port_range
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
@@ -84,14 +84,10 @@ ROUNDS = 3
 
 
 def _cluster(tmp_path: Path, name: str, port_base: int) -> Path:
-    data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
     # One trainer per host, no samplers: the race is at the servers' ports, and the fewer
     # processes start, the more rounds the test affords.
-    data.update(workspace=str(tmp_path / f"ws-{name}"), port_base=port_base, timeout=5,
-                trainers_per_host=1, samplers_per_trainer=0)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return local_cluster(tmp_path / f"{name}.yaml", tmp_path / f"ws-{name}",
+                         port_base=port_base, trainers_per_host=1, samplers_per_trainer=0)
 
 
 def test_two_launches_started_together_both_run_on_different_ports(parts, tmp_path):
