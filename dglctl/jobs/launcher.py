@@ -207,9 +207,6 @@ class Launcher:
                                         call_timeout=self.lease).start()
             self._step(2, "copy", self.copy)
             started = True
-            # One agent per host from here on: supervising costs a line per poll, not a
-            # Python start per poll per host.
-            fan_out(self.clients, lambda i, c: c.open_session())
             self._step(3, "servers", self.start_servers)
             self._step(4, "trainers", self.start_trainers)
             self._phase = "running"
@@ -279,6 +276,10 @@ class Launcher:
         self.cluster, self.hosts = learn_addresses(self.cluster, self.hosts, reports)
         for t, h, r in zip(self.transports, self.hosts, reports, strict=True):
             t.workspace, t.host, t.cluster = r.workspace, h, self.cluster
+        # One agent per host from here on, now that every host answered its preflight: the
+        # checksums, port reservations and copy, then supervision's polls, cost a line each
+        # way, not a Python start per call per host (over SSH, a channel too).
+        fan_out(self.clients, lambda i, c: c.open_session())
         result = judge(self.cluster, self.hosts, reports, part_cfg=self.part_cfg,
                        to_copy=self._bytes_to_copy,
                        explicit_port=self.opts.port_base_explicit)
