@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
@@ -30,23 +31,28 @@ def _job_from(text: str) -> str:
     return m.group(1)
 
 
-def _detached_sleepers(parts, full_local_cluster, capsys, mode="sleep", **changes) -> str:
-    """Launch a detached job of ``mode`` ('sleep') trainers on the local cluster with
-    ``changes`` to its YAML; return its id once all 4 trainers sleep (their pulls and loaders
-    went through)."""
-    import yaml
+def _trainers(cluster: Path) -> int:
+    """How many trainers a job on ``cluster`` (a local cluster YAML) runs."""
+    data = yaml.safe_load(cluster.read_text())
+    return len(data["hosts"]) * data["trainers_per_host"]
 
-    data = yaml.safe_load(full_local_cluster.read_text())
-    full_local_cluster.write_text(yaml.safe_dump({**data, **changes}))
-    code, out, err = run(["launch", TRAINER, "--cluster", str(full_local_cluster), "--part-config",
+
+def _detached_sleepers(parts, local_cluster, capsys, mode="sleep", **changes) -> str:
+    """Launch a detached job of ``mode`` ('sleep') trainers on the local cluster with
+    ``changes`` to its YAML; return its id once every trainer sleeps (their pulls and loaders
+    went through)."""
+    data = yaml.safe_load(local_cluster.read_text())
+    local_cluster.write_text(yaml.safe_dump({**data, **changes}))
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
                           str(parts[2]), "--detach", "--", mode], capsys)
     assert code == 0, err
     job = _job_from(out)
+    n = _trainers(local_cluster)
     deadline = time.monotonic() + 6 * TIMEOUT
-    while time.monotonic() < deadline and out.count("sleeping") < 4:
+    while time.monotonic() < deadline and out.count("sleeping") < n:
         time.sleep(0.5)
         out = run(["logs", job, "--role", "trainer"], capsys)[1]
-    if out.count("sleeping") != 4:
+    if out.count("sleeping") != n:
         run(["stop", job], capsys)
         raise AssertionError(f"not every trainer started:\n{out}")
     return job
@@ -71,38 +77,38 @@ def test_launch_runs_to_completion(parts, home, full_local_cluster, capsys):
     assert "token" not in json.dumps(host_record)
 
 
-def test_failing_trainer_stops_everything(parts, home, full_local_cluster, capsys):
+def test_failing_trainer_stops_everything(parts, home, local_cluster, capsys):
     t0 = time.monotonic()
-    code, out, err = run(["launch", TRAINER, "--cluster", str(full_local_cluster), "--part-config",
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
                           str(parts[2]), "--", "fail"], capsys)
     assert code == 1
-    assert re.search(r"\[m0 trainer 1\] \(trainer-0-1, process group \d+\) exited with code 3",
+    assert re.search(r"\[m1 trainer 1\] \(trainer-1-0, process group \d+\) exited with code 3",
                      err), err
     assert "rank 1 giving up" in err  # the last lines of its log
     job = list_jobs()[-1]
-    assert job.state == "failed" and job.result["root_cause"] == "trainer-0-1"
+    assert job.state == "failed" and job.result["root_cause"] == "trainer-1-0"
     assert leftovers(job.job_id) == ([], [])
     assert time.monotonic() - t0 < 60
 
 
-def test_crash_shows_traceback(parts, home, full_local_cluster, capsys):
-    code, out, err = run(["launch", TRAINER, "--cluster", str(full_local_cluster), "--part-config",
+def test_crash_shows_traceback(parts, home, local_cluster, capsys):
+    code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster), "--part-config",
                           str(parts[2]), "--", "crash"], capsys)
     assert code == 1 and "deliberate crash in the training script" in err
     assert leftovers(list_jobs()[-1].job_id) == ([], [])
 
 
-def test_killed_trainer_stops_job_within_seconds(parts, home, full_local_cluster, tmp_path):
+def test_killed_trainer_stops_job_within_seconds(parts, home, local_cluster, tmp_path):
     env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
-                             str(full_local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
+                             str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 6 * TIMEOUT
     victim = None
     while time.monotonic() < deadline and victim is None:
         time.sleep(0.5)
         jobs = list_jobs()
-        if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == 4:
+        if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == 2:
             m = jobs[-1]
             rec = next(p for p in m.procs if p.name == "trainer-1-0")
             pidfile = Path(rec.log).with_suffix(".pid")
@@ -114,14 +120,14 @@ def test_killed_trainer_stops_job_within_seconds(parts, home, full_local_cluster
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert time.monotonic() - t_kill < 20
-    assert "[m1 trainer 2] (trainer-1-0" in err and "killed by signal 9 (SIGKILL)" in err
+    assert "[m1 trainer 1] (trainer-1-0" in err and "killed by signal 9 (SIGKILL)" in err
     assert leftovers(m.job_id) == ([], [])
 
 
-def test_detach_status_stop_and_two_jobs(parts, home, full_local_cluster, capsys):
+def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
     jobs = []
     for _ in range(2):
-        code, out, err = run(["launch", TRAINER, "--cluster", str(full_local_cluster),
+        code, out, err = run(["launch", TRAINER, "--cluster", str(local_cluster),
                               "--part-config", str(parts[2]), "--detach", "--", "sleep"], capsys)
         assert code == 0, err
         jobs.append(_job_from(out))
@@ -134,7 +140,7 @@ def test_detach_status_stop_and_two_jobs(parts, home, full_local_cluster, capsys
             assert code == 0, err
             st = json.loads(out)
             assert st["state"] == "running"
-            assert [p["state"] for p in st["processes"]] == ["running"] * 6
+            assert [p["state"] for p in st["processes"]] == ["running"] * 4
             assert {p["device"] for p in st["processes"]} == {"cpu"}, "no --num-gpus"
             served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
             if all(s and s["requests"] > 0 and s["clients"] >= 4 for s in served):
@@ -159,16 +165,14 @@ def test_detach_status_stop_and_two_jobs(parts, home, full_local_cluster, capsys
     assert JobManifest.load(jobs[1]).state == "stopped"
 
 
-def test_shared_memory_in_the_clusters_shm_dir(parts, home, full_local_cluster, tmp_path, capsys):
+def test_shared_memory_in_the_clusters_shm_dir(parts, home, local_cluster, tmp_path, capsys):
     """The cluster's env: DGLCTL_SHM_DIR reaches the processes, and stop cleans that folder
     (it used to look in /dev/shm only)."""
-    import yaml
-
     shm = tmp_path / "shm"
     shm.mkdir()
-    data = yaml.safe_load(full_local_cluster.read_text())
+    data = yaml.safe_load(local_cluster.read_text())
     env = {**data.get("env", {}), "DGLCTL_SHM_DIR": str(shm)}
-    job = _detached_sleepers(parts, full_local_cluster, capsys, env=env, samplers_per_trainer=0)
+    job = _detached_sleepers(parts, local_cluster, capsys, env=env, samplers_per_trainer=0)
     try:
         assert JobManifest.load(job).shm_dir == str(shm)
         assert sorted(shm.glob(f"dglctl.{job}.m*")), "the servers map the partition there"
@@ -182,10 +186,10 @@ def test_shared_memory_in_the_clusters_shm_dir(parts, home, full_local_cluster, 
     assert leftovers(job) == ([], [])
 
 
-def test_bad_inputs(parts, home, full_local_cluster, tmp_path, capsys):
+def test_bad_inputs(parts, home, local_cluster, tmp_path, capsys):
     base = ["launch", "--part-config"]
     # more partitions than hosts
-    code, _, err = run([*base, str(parts[3]), "--cluster", str(full_local_cluster), TRAINER], capsys)
+    code, _, err = run([*base, str(parts[3]), "--cluster", str(local_cluster), TRAINER], capsys)
     assert code == 2 and "3 parts" in err and "2 host(s)" in err
     # malformed YAML: file and line
     bad = tmp_path / "bad.yaml"
@@ -197,7 +201,7 @@ def test_bad_inputs(parts, home, full_local_cluster, tmp_path, capsys):
     code, _, err = run([*base, str(parts[2]), "--cluster", str(bad), TRAINER], capsys)
     assert code == 2 and "workspce" in err and "did you mean 'workspace'" in err
     # missing partition config
-    code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(full_local_cluster),
+    code, _, err = run([*base, str(tmp_path / "nope.json"), "--cluster", str(local_cluster),
                         TRAINER],
                        capsys)
     assert code == 2 and "nope.json" in err
@@ -208,7 +212,7 @@ def test_bad_inputs(parts, home, full_local_cluster, tmp_path, capsys):
     shutil.copytree(parts[2].parent, broken)
     victim = next((broken / "part1" / "graph").glob("*indices.npy"))
     victim.unlink()
-    code, _, err = run([*base, str(broken / "g.json"), "--cluster", str(full_local_cluster),
+    code, _, err = run([*base, str(broken / "g.json"), "--cluster", str(local_cluster),
                         TRAINER], capsys)
     assert code == 2 and victim.name in err and "missing" in err
     # port in use, with an explicit --port-base
@@ -218,17 +222,17 @@ def test_bad_inputs(parts, home, full_local_cluster, tmp_path, capsys):
         s.bind(("127.0.0.2", 0))
         s.listen()
         port = s.getsockname()[1]
-        code, _, err = run([*base, str(parts[2]), "--cluster", str(full_local_cluster),
+        code, _, err = run([*base, str(parts[2]), "--cluster", str(local_cluster),
                             "--port-base", str(port), TRAINER, "ok"], capsys)
     assert code == 2 and f"host m1: port(s) {port} in use" in err
     assert "Traceback" not in err
 
 
-def _launch_sleeping(parts, full_local_cluster, capsys) -> tuple[subprocess.Popen, str]:
+def _launch_sleeping(parts, local_cluster, capsys) -> tuple[subprocess.Popen, str]:
     """A job of 'sleep' trainers launched in the foreground, once every trainer sleeps (its
     sampler processes started)."""
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
-                             str(full_local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
+                             str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 9 * TIMEOUT
     while time.monotonic() < deadline:
@@ -236,15 +240,15 @@ def _launch_sleeping(parts, full_local_cluster, capsys) -> tuple[subprocess.Pope
         jobs = list_jobs()
         if jobs and jobs[-1].state == "running":
             _, out, _ = run(["logs", jobs[-1].job_id], capsys)
-            if out.count("sleeping") == 4:  # 2 hosts x 2 trainers
+            if out.count("sleeping") == _trainers(local_cluster):
                 return proc, jobs[-1].job_id
     proc.kill()
     raise AssertionError("the trainers did not reach their sleep within 90 s")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_launch_stops_the_job(parts, home, full_local_cluster, sig, capsys):
-    proc, _ = _launch_sleeping(parts, full_local_cluster, capsys)
+def test_signal_to_launch_stops_the_job(parts, home, local_cluster, sig, capsys):
+    proc, _ = _launch_sleeping(parts, local_cluster, capsys)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err  # 130 for SIGINT, 143 for SIGTERM
@@ -254,11 +258,11 @@ def test_signal_to_launch_stops_the_job(parts, home, full_local_cluster, sig, ca
     assert leftovers(m.job_id) == ([], [])
 
 
-def test_dglctl_stop_of_a_supervised_job_is_a_stop_not_a_failure(parts, home, full_local_cluster,
+def test_dglctl_stop_of_a_supervised_job_is_a_stop_not_a_failure(parts, home, local_cluster,
                                                                   capsys):
     """The launcher used to report the trainers that 'dglctl stop' ended (from another
     terminal) as the job's failure: 'killed by signal 15', exit code 1, state failed."""
-    proc, job = _launch_sleeping(parts, full_local_cluster, capsys)
+    proc, job = _launch_sleeping(parts, local_cluster, capsys)
     code, out, _ = run(["stop", job], capsys)
     assert code == 0 and f"job {job} stopped" in out
     _, err = proc.communicate(timeout=60)
@@ -310,10 +314,10 @@ def test_detached_job_from_ip_config_has_status_logs_and_stop(parts, home, tmp_p
     assert leftovers(job) == ([], [])
 
 
-def test_encrypted_job_runs_and_reports_status(parts, home, full_local_cluster, capsys):
+def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsys):
     """encrypt: true in the cluster YAML: servers, trainers (with their sampler processes),
     the launcher's readiness probe and 'dglctl status' all speak CURVE."""
-    job = _detached_sleepers(parts, full_local_cluster, capsys, encrypt=True)
+    job = _detached_sleepers(parts, local_cluster, capsys, encrypt=True)
     try:
         st = json.loads(run(["status", job, "--json"], capsys)[1])
         served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
@@ -323,10 +327,10 @@ def test_encrypted_job_runs_and_reports_status(parts, home, full_local_cluster, 
     assert leftovers(job) == ([], [])
 
 
-def test_status_shows_each_trainers_feature_cache(parts, home, full_local_cluster, capsys):
+def test_status_shows_each_trainers_feature_cache(parts, home, local_cluster, capsys):
     """feature_cache_gb: each trainer reports its cache counters to its machine's server, and
     'dglctl status' shows them on the trainer's row (hits, lookups, rows kept)."""
-    job = _detached_sleepers(parts, full_local_cluster, capsys, mode="cache-sleep",
+    job = _detached_sleepers(parts, local_cluster, capsys, mode="cache-sleep",
                              feature_cache_gb=0.001)
     try:
         st = json.loads(run(["status", job, "--json"], capsys)[1])
@@ -336,7 +340,7 @@ def test_status_shows_each_trainers_feature_cache(parts, home, full_local_cluste
     assert leftovers(job) == ([], [])
     assert code == 0, err
     trainers = [p for p in st["processes"] if p["role"] == "trainer"]
-    assert [p["rank"] for p in trainers] == [0, 1, 2, 3]
+    assert [p["rank"] for p in trainers] == [0, 1]
     kept = {}
     for p in trainers:
         (counters,) = p["feature_cache"].values()  # one tensor read: feat
@@ -352,17 +356,17 @@ def test_status_shows_each_trainers_feature_cache(parts, home, full_local_cluste
     assert all("caches" not in p["server_stats"] for p in st["processes"]
                if p["role"] == "server"), "the counters are the trainers', not the servers'"
     rows = [line for line in out.splitlines() if " trainer " in line]
-    assert len(rows) == 4 and all(re.search(r"feature cache: \d+% hits of [\d,]+ remote rows "
+    assert len(rows) == 2 and all(re.search(r"feature cache: \d+% hits of [\d,]+ remote rows "
                                             r"\(\d+ kept\)", line) for line in rows), out
 
 
-def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, full_local_cluster,
+def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, local_cluster,
                                                                     capsys):
     """A server paused for less than the job's timeout still answers status (which used to
     give up after a fixed 3 s and report no server figures)."""
     import threading
 
-    job = _detached_sleepers(parts, full_local_cluster, capsys, timeout=8)
+    job = _detached_sleepers(parts, local_cluster, capsys, timeout=8)
     server = next(p for p in JobManifest.load(job).procs if p.role == "server")
     pid = int(Path(server.log).with_suffix(".pid").read_text())
     try:
@@ -400,11 +404,11 @@ def _agents(launcher: int) -> dict[str, list[int]]:
     return found
 
 
-def test_supervision_polls_one_agent_per_host(parts, home, full_local_cluster):
+def test_supervision_polls_one_agent_per_host(parts, home, local_cluster):
     """While a job runs, the launcher polls one long-lived agent per host: no agent is
     started per poll; the agents end with the launcher, even when it is SIGKILLed."""
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", "--cluster",
-                             str(full_local_cluster), "--part-config", str(parts[2]), TRAINER,
+                             str(local_cluster), "--part-config", str(parts[2]), TRAINER,
                              "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 6 * TIMEOUT
