@@ -112,9 +112,9 @@ def _kill_launcher_and_time(proc: subprocess.Popen, m: JobManifest,
 
 
 @pytest.mark.multiprocess
-def test_sigkilled_launcher_leaves_nothing_running(parts, home, full_local_cluster, capsys):
-    cluster = _leased(full_local_cluster)
-    proc, m = _sleeping_job(cluster, parts[2], 4)
+def test_sigkilled_launcher_leaves_nothing_running(parts, home, local_cluster, capsys):
+    cluster = _leased(local_cluster)
+    proc, m = _sleeping_job(cluster, parts[2], 2)
     try:
         st = _status(m.job_id, capsys)
         assert st["supervision"]["mode"] == "supervised"
@@ -135,12 +135,12 @@ def test_sigkilled_launcher_leaves_nothing_running(parts, home, full_local_clust
 
 
 @pytest.mark.multiprocess
-def test_detached_job_runs_on_under_its_background_launcher(parts, home, full_local_cluster,
+def test_detached_job_runs_on_under_its_background_launcher(parts, home, local_cluster,
                                                             capsys):
     """The launch returns; the job runs on past any lease, renewed by the launcher it left in
     the background, which ends with the job when it is stopped."""
-    cluster = _leased(full_local_cluster)
-    proc, m = _sleeping_job(cluster, parts[2], 4, "--detach")
+    cluster = _leased(local_cluster)
+    proc, m = _sleeping_job(cluster, parts[2], 2, "--detach")
     try:
         assert proc.wait(timeout=6 * TIMEOUT) == 0  # the launch is gone
         m = JobManifest.load(m.job_id)
@@ -151,7 +151,7 @@ def test_detached_job_runs_on_under_its_background_launcher(parts, home, full_lo
         st = _status(m.job_id, capsys)
         assert st["supervision"]["mode"] == "detached", st["supervision"]
         assert st["supervision"]["lease_age"] < LEASE
-        assert [p["state"] for p in st["processes"]] == ["running"] * 6
+        assert [p["state"] for p in st["processes"]] == ["running"] * 4
     finally:
         main(["stop", m.job_id])
     deadline = time.monotonic() + 6 * TIMEOUT
@@ -163,12 +163,12 @@ def test_detached_job_runs_on_under_its_background_launcher(parts, home, full_lo
 
 
 @pytest.mark.multiprocess
-def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, full_local_cluster,
+def test_status_settles_a_job_whose_launcher_was_sigkilled(parts, home, local_cluster,
                                                            capsys):
     """Nothing recorded the end of a job whose launcher was SIGKILLed: ``status`` settles it
     from the processes' exit statuses (the lease ended them), and the list agrees."""
-    cluster = _leased(full_local_cluster)
-    proc, m = _sleeping_job(cluster, parts[2], 4)
+    cluster = _leased(local_cluster)
+    proc, m = _sleeping_job(cluster, parts[2], 2)
     try:
         _kill_launcher_and_time(proc, m)
     finally:
