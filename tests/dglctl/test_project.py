@@ -60,12 +60,12 @@ def _work_dirs(job_id: str) -> list[Path]:
 
 
 def test_a_script_that_imports_its_siblings_runs_in_the_projects_copy(
-        parts, home, full_local_cluster, project, capsys):
-    base = ["--cluster", str(full_local_cluster), "--part-config", str(parts[2])]
+        parts, home, local_cluster, project, capsys):
+    base = ["--cluster", str(local_cluster), "--part-config", str(parts[2])]
     code, out, err = _launch([*base, str(project / "train.py"), "--epochs", "3"], capsys)
     assert code == 0, err
     lines = [line for line in out.splitlines() if "OUT " in line]
-    assert len(lines) == 4 and all("model-v1 42" in x and "args=['--epochs', '3']" in x
+    assert len(lines) == 2 and all("model-v1 42" in x and "args=['--epochs', '3']" in x
                                    for x in lines), out
     job = list_jobs()[-1]
     for ws in _work_dirs(job.job_id):
@@ -80,7 +80,7 @@ def test_a_script_that_imports_its_siblings_runs_in_the_projects_copy(
     (project / "model.py").write_text("def describe():\n    return 'model-v2'\n")
     code, out, err = _launch([*base, str(project / "train.py")], capsys)
     assert code == 0, err
-    assert out.count("model-v2 42") == 4
+    assert out.count("model-v2 42") == 2
     assert re.findall(r"m\d: (\d+) file\(s\)", err) == ["1", "1"], err
     # A file deleted here is deleted from the hosts' copies too.
     (project / "tools" / "__main__.py").unlink()
@@ -92,17 +92,17 @@ def test_a_script_that_imports_its_siblings_runs_in_the_projects_copy(
         assert (copy / "tools" / "util.py").exists()
 
 
-def test_module_of_the_project(parts, home, full_local_cluster, project, capsys, monkeypatch):
+def test_module_of_the_project(parts, home, local_cluster, project, capsys, monkeypatch):
     monkeypatch.chdir(project)  # -m ships the current folder by default
-    code, out, err = _launch(["--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
+    code, out, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
                               "-m", "tools", "--part-config", "not-the-launchers"], capsys)
     assert code == 0, err
-    assert out.count("OUT module") == 4 and "10 args=['--part-config', 'not-the-launchers']" in out
+    assert out.count("OUT module") == 2 and "10 args=['--part-config', 'not-the-launchers']" in out
     assert list_jobs()[-1].script == "-m tools"
 
 
-def test_project_errors_are_named(parts, home, full_local_cluster, project, tmp_path, capsys):
-    base = ["--cluster", str(full_local_cluster), "--part-config", str(parts[2]), "--dry-run"]
+def test_project_errors_are_named(parts, home, local_cluster, project, tmp_path, capsys):
+    base = ["--cluster", str(local_cluster), "--part-config", str(parts[2]), "--dry-run"]
     code, _, err = _launch([*base, "--workdir", str(project), "-m", "nope.train"], capsys)
     assert code == 2 and "neither nope/train.py nor nope/train/__main__.py" in err, err
     other = tmp_path / "elsewhere.py"
@@ -114,25 +114,25 @@ def test_project_errors_are_named(parts, home, full_local_cluster, project, tmp_
     assert list_jobs() == []
 
 
-def test_a_big_project_is_warned_about(parts, home, full_local_cluster, project, capsys,
+def test_a_big_project_is_warned_about(parts, home, local_cluster, project, capsys,
                                        monkeypatch):
     monkeypatch.setattr("dglctl.jobs.launcher.WARN_BYTES", 100)
-    code, _, err = _launch(["--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
+    code, _, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
                             "--dry-run", str(project / "train.py")], capsys)
     assert code == 0, err
     assert f"warning: the project {project} is" in err and "shipped to every host" in err
 
 
-def test_a_relative_script_path(parts, home, full_local_cluster, project, capsys, monkeypatch):
+def test_a_relative_script_path(parts, home, local_cluster, project, capsys, monkeypatch):
     monkeypatch.chdir(project.parent)
-    code, out, err = _launch(["--cluster", str(full_local_cluster), "--part-config", str(parts[2]),
+    code, out, err = _launch(["--cluster", str(local_cluster), "--part-config", str(parts[2]),
                               "proj/train.py"], capsys)
     assert code == 0, err
-    assert out.count("model-v1 42") == 4
+    assert out.count("model-v1 42") == 2
 
 
 def test_the_partition_and_the_workspaces_inside_the_project_are_not_shipped(
-        home, full_local_cluster, tmp_path, capsys):
+        home, local_cluster, tmp_path, capsys):
     """A script beside its partition and the local cluster's workspaces: the project is the
     script alone (the workspaces once went into the project, and into themselves, again)."""
     import yaml
@@ -144,13 +144,13 @@ def test_the_partition_and_the_workspaces_inside_the_project_are_not_shipped(
     root.mkdir()
     (root / "train.py").write_text("print('OUT ran', flush=True)\n")
     partition_graph(community_graph(n=400), "g", 2, root / "parts")
-    data = yaml.safe_load(full_local_cluster.read_text())
-    full_local_cluster.write_text(yaml.safe_dump({**data, "workspace": str(root / "ws")}))
+    data = yaml.safe_load(local_cluster.read_text())
+    local_cluster.write_text(yaml.safe_dump({**data, "workspace": str(root / "ws")}))
     for _ in range(2):
-        code, out, err = _launch(["--cluster", str(full_local_cluster), "--part-config",
+        code, out, err = _launch(["--cluster", str(local_cluster), "--part-config",
                                   str(root / "parts" / "g.json"), str(root / "train.py")], capsys)
         assert code == 0, err
-        assert out.count("OUT ran") == 4
+        assert out.count("OUT ran") == 2
     for host in ("m0", "m1"):
         (copy,) = (root / "ws" / host / "work").iterdir()
         assert sorted(p.name for p in copy.rglob("*")) == ["train.py"]
