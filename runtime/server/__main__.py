@@ -8,7 +8,7 @@ import sys
 
 from ..env import RuntimeEnv
 from ..errors import DistError
-from .graph_server import run_server
+from .graph_server import exit_server_process, run_server
 
 # Options that override a field of the env contract (DGLCTL_<FIELD>).
 _OVERRIDES = ("ip_config", "part_config", "machine_id", "server_id", "num_servers", "job_id",
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if env.role != "server":
             raise DistError(f"DGLCTL_ROLE is {env.role!r}; this entry point runs servers")
         run_server(env)
+        exit_server_process(0)
     except DistError as e:
         print(f"runtime.server: error: {e}", file=sys.stderr)
         return 1
