@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from dglctl.jobs.manifest import list_jobs
 from testing.cli import run_cli as run
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
@@ -97,16 +97,6 @@ def test_a_failure_at_the_same_point_stops_early(parts, home, local_cluster, cap
     assert leftovers(job.job_id) == ([], [])
 
 
-def _wait_for(predicate, what: str):
-    deadline = time.monotonic() + 12 * TIMEOUT
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _pid_when_all_sleep(name: str, trainers: int) -> int | None:
     """The pid of process ``name`` of the newest job once its ``trainers`` sleep."""
     jobs = list_jobs()
@@ -127,7 +117,8 @@ def test_a_killed_server_starts_again_on_its_host(parts, home, local_cluster):
          str(local_cluster), "--part-config", str(parts[2]), "--", "sleep-once"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        victim = _wait_for(lambda: _pid_when_all_sleep("server-1-0", 2), "sleeping trainers")
+        victim = wait_until(lambda: _pid_when_all_sleep("server-1-0", 2), "sleeping trainers",
+                            12 * TIMEOUT, 0.3)
         os.kill(victim, signal.SIGKILL)
         out, err = proc.communicate(timeout=30 * TIMEOUT)
     finally:
