@@ -191,8 +191,7 @@ class GraphServer:
                 events = dict(poller.poll(200))
                 now = time.monotonic()
                 if wake.fileno() in events:
-                    with contextlib.suppress(BlockingIOError):
-                        wake.recv(4096)
+                    wake.recv(4096)  # readable: the signal's byte(s), drained
                 if monitor in events:
                     ev = zmon.recv_monitor_message(monitor)
                     if ev["event"] == zmq.EVENT_ACCEPTED:
