@@ -103,12 +103,13 @@ def test_killed_trainer_stops_job_within_seconds(parts, home, local_cluster, tmp
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    n = _trainers(local_cluster)
     deadline = time.monotonic() + 6 * TIMEOUT
     victim = None
     while time.monotonic() < deadline and victim is None:
         time.sleep(0.5)
         jobs = list_jobs()
-        if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == 2:
+        if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == n:
             m = jobs[-1]
             rec = next(p for p in m.procs if p.name == "trainer-1-0")
             pidfile = Path(rec.log).with_suffix(".pid")
@@ -234,13 +235,14 @@ def _launch_sleeping(parts, local_cluster, capsys) -> tuple[subprocess.Popen, st
     proc = subprocess.Popen([sys.executable, "-m", "dglctl", "launch", TRAINER, "--cluster",
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    n = _trainers(local_cluster)
     deadline = time.monotonic() + 9 * TIMEOUT
     while time.monotonic() < deadline:
         time.sleep(0.5)
         jobs = list_jobs()
         if jobs and jobs[-1].state == "running":
             _, out, _ = run(["logs", jobs[-1].job_id], capsys)
-            if out.count("sleeping") == _trainers(local_cluster):
+            if out.count("sleeping") == n:
                 return proc, jobs[-1].job_id
     proc.kill()
     raise AssertionError("the trainers did not reach their sleep within 90 s")
