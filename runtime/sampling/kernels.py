@@ -20,6 +20,10 @@ on random inputs); ``runtime.sampling`` keeps the numpy code as the reference.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -362,11 +366,34 @@ def gather_rows(src: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return copy_rows(src, np.empty((len(ids), *src.shape[1:]), src.dtype), src_ids=ids)
 
 
+@contextlib.contextmanager
+def _without_blas_probe() -> Iterator[None]:
+    """Numba's first dispatch in a process loads its CPU target's registries, and one of them
+    probes for scipy's BLAS by importing ``scipy.linalg.cython_blas``, which imports all of
+    ``scipy.linalg`` (0.4-0.5 s of each trainer's and server's start-up here). None of these
+    kernels calls BLAS; the probe only decides whether ``np.convolve``/``np.correlate`` in
+    numba code take BLAS or a plain loop (both correct). So the probe finds nothing while the
+    registries load, and ``scipy.linalg`` imports as usual afterwards (numba's ``np.dot``
+    looks for BLAS again when it compiles). Where ``scipy.linalg`` is loaded already, the
+    probe is free and runs as usual."""
+    name = "scipy.linalg.cython_blas"
+    if "scipy.linalg" in sys.modules or name in sys.modules:
+        yield
+        return
+    sys.modules[name] = None  # type: ignore[assignment]  # import raises ModuleNotFoundError
+    try:
+        yield
+    finally:
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+
+
 def warm_up() -> None:
     """Load (or compile, the first time on a machine) every kernel now, at process start-up,
     rather than inside the first training step: loading them from numba's cache takes about
     0.3 s, compiling about 2 s."""
-    sample_uniform(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.uint64), 1)
+    with _without_blas_probe():  # the first dispatch loads numba's registries
+        sample_uniform(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.uint64), 1)
     group_by_range(np.zeros(1, np.int64), np.array([0, 1], np.int64))
     group_others_by_range(np.zeros(1, np.int64), np.array([0, 1], np.int64), 0)
     csr_by_dst(np.zeros(1, np.int64), np.zeros(1, np.int64), 1)

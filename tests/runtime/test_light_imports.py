@@ -35,3 +35,27 @@ def test_the_trainer_api_loads_torch_but_not_the_writer():
     loaded = _loaded("from runtime import DistGraph, DistDataLoader, NeighborSampler")
     assert loaded["torch"]
     assert not any(v for k, v in loaded.items() if k != "torch"), loaded
+
+
+def test_kernel_warm_up_skips_numbas_blas_probe_and_leaves_scipy_usable():
+    # The probe imports all of scipy.linalg (0.4 s of every trainer's and server's start-up);
+    # afterwards scipy.linalg imports as usual and numba's np.dot still finds BLAS.
+    code = """
+import json, sys
+import numpy as np
+from runtime.sampling import kernels
+kernels.warm_up()
+probed = "scipy.linalg" in sys.modules
+import scipy.linalg
+from numba import njit
+a = np.arange(6.0).reshape(2, 3)
+dot = njit(lambda x, y: np.dot(x, y))(a, a.T)
+conv = njit(lambda x, y: np.convolve(x, y))(np.ones(3), np.ones(2))
+print(json.dumps({"probed": probed, "dot": dot.tolist(), "conv": conv.tolist(),
+                  "det": float(scipy.linalg.det(np.eye(2)))}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=12 * TIMEOUT, check=True).stdout
+    got = json.loads(out.splitlines()[-1])
+    assert got == {"probed": False, "dot": [[5.0, 14.0], [14.0, 50.0]],
+                   "conv": [1.0, 2.0, 2.0, 1.0], "det": 1.0}
