@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testing.ports import free_port_range
 from testing.timeouts import TIMEOUT
 
 NODES = {"n1": "127.0.0.1", "n2": "127.0.0.2"}
@@ -76,21 +77,6 @@ class TestSlurm:
                 p.wait(TIMEOUT)
 
 
-def _free_ports(n: int) -> list[int]:
-    ports: list[int] = []
-    socks = []
-    try:
-        while len(ports) < n:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
 def _program(*names: str) -> str:
     """The first of ``names`` on PATH or in /usr/sbin: Debian's plain build (``-wlm``) before
     the alternatives' link, which the emulator package may have taken."""
@@ -131,7 +117,10 @@ def _cgroup_ok() -> bool:
 def start_slurm(root: Path) -> TestSlurm:
     """Write the config under ``root``, start the daemons, wait until both nodes are idle."""
     ensure_munge()
-    ctld_port, slurmd_port, *node_ports = _free_ports(2 + len(NODES))
+    # Below the ephemeral range and in this xdist worker's share (see testing.ports), on
+    # the wildcard address the daemons listen on.
+    base = free_port_range(["0.0.0.0"], 2 + len(NODES))
+    ctld_port, slurmd_port, *node_ports = range(base, base + 2 + len(NODES))
     for d in ("state", "log", *(f"spool/{n}" for n in NODES)):
         (root / d).mkdir(parents=True, exist_ok=True)
     proctrack = "proctrack/cgroup" if _cgroup_ok() else "proctrack/linuxproc"

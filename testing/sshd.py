@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
+from testing.ports import free_port_range
 from testing.timeouts import TIMEOUT
 
 SSHD = "/usr/sbin/sshd"
@@ -37,23 +38,6 @@ class TestSSHD:
             self.proc.wait(5)
 
 
-def _free_port() -> int:
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        ok = True
-        for a in ADDRESSES[1:]:
-            with socket.socket() as s:
-                try:
-                    s.bind((a, port))
-                except OSError:
-                    ok = False
-        if ok:
-            return port
-    raise RuntimeError("no free port for sshd")
-
-
 def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
@@ -72,7 +56,7 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None, home_keys: bool 
     _keygen(host_key)
     _keygen(client_key)
     (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
-    port = 22 if netns else _free_port()
+    port = 22 if netns else free_port_range(list(addresses), 1)
     cfg = root / "sshd_config"
     cfg.write_text("\n".join([
         f"Port {port}", *[f"ListenAddress {a}" for a in addresses],

@@ -45,7 +45,6 @@ Left out inside the checks (DGL internals only): ``run_server``'s check of the s
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
@@ -58,6 +57,7 @@ from partitioner import partition_graph
 from partitioner.graph import Graph
 from partitioner.loader import load_orig_ids
 from runtime.store.shm import job_files
+from testing.ports import free_port_range
 from testing.servers import running_cluster
 from testing.timeouts import IDLE_GRACE, TIMEOUT
 from tests.compat._dist_util import check_dist_emb, check_dist_graph, random_graph, random_hetero
@@ -152,12 +152,6 @@ CLIENT = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _partition(graph, tmp_path, **kwargs):
     partition_graph(graph, "dist_graph_test", 2, tmp_path / "dist_graph", **kwargs)
     return tmp_path / "dist_graph" / "dist_graph_test.json"
@@ -171,7 +165,7 @@ def _run_clients(cfg, tmp_path, what: str, per_machine: int = 1) -> None:
         # Trainers get the whole TIMEOUT as their peer timeout: up to six of them start at
         # once on the 2-core machine, so one's hello can wait seconds for its server.
         cluster.timeout = TIMEOUT
-        port = _free_port()
+        port = free_port_range(["127.0.0.1"], 1)
         procs = []
         try:
             for rank in range(world):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import yaml
 
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobState, list_jobs
+from testing.ports import any_port
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
 from tests.dglctl import SCRIPTS
@@ -32,18 +32,12 @@ def _run(argv, capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_launch_that_fails_at_preflight_is_recorded_as_failed(parts, home, tmp_path, capsys):
     """An SSH host that refuses the connection: the job is 'failed' at preflight, with the
     host's error as its cause, and status and stop ask no host (there is nothing to ask)."""
     cluster = tmp_path / "c.yaml"
     cluster.write_text(yaml.safe_dump({
-        "transport": "ssh", "ssh": {"port": _free_port(), "strict_host_keys": False,
+        "transport": "ssh", "ssh": {"port": any_port("127.0.0.1"), "strict_host_keys": False,
                                     "connect_timeout": TIMEOUT, "config": "/dev/null"},
         "hosts": ["127.0.0.1", "127.0.0.2"], "workspace": str(tmp_path / "ws")}))
     code, _, err = _run(["launch", "--cluster", str(cluster), "--part-config", str(parts[2]),
