@@ -36,7 +36,14 @@ from typing import Any
 import yaml
 
 from bench.common import cpu_fields, prepare_parts
-from bench.jobs import Servers, cli_env, free_base, leftovers, local_cluster_file, ssh_cluster_file
+from bench.jobs import (
+    cli_env,
+    free_base,
+    leftover_report,
+    local_cluster_file,
+    ssh_cluster_file,
+    start_servers,
+)
 
 FIRST_STEP = '''"""One GraphSAGE training step, set up as examples/train_dist.py does; prints
 the wall clock when the step is done, then sleeps argv[1] seconds (launch benchmark)."""
@@ -138,7 +145,7 @@ def stop_once(cluster_file: Path, part_config: Path, script: Path, work: Path) -
     t0 = time.perf_counter()
     proc = subprocess.run(stop, capture_output=True, text=True, env=env, timeout=120)
     seconds = time.perf_counter() - t0
-    left = leftovers(job, pgids)
+    left = leftover_report(job, pgids)
     return {"stop_s": seconds, "stop_exit_code": proc.returncode, "processes": len(pgids),
             "left": left, "clean": proc.returncode == 0 and not left}
 
@@ -189,7 +196,7 @@ def orphan_once(cluster_file: Path, part_config: Path, script: Path, work: Path,
         proc.kill()
         t0 = time.perf_counter()
         proc.wait()
-        while (left := leftovers(job, pgids)) and time.perf_counter() - t0 < 10 * timeout + 60:
+        while (left := leftover_report(job, pgids)) and time.perf_counter() - t0 < 10 * timeout + 60:
             time.sleep(0.05)
         return {"timeout": timeout, "lease_s": lease_seconds(timeout),
                 "orphan_s": time.perf_counter() - t0, "left": left}
@@ -274,7 +281,7 @@ def direct_once(part_config: Path, script: Path, work: Path, hosts: int, *,
     ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
     master = free_base(["127.0.0.1"], 1)
     t0 = time.time()
-    servers = Servers(part_config, 1, work, ips=ips)
+    servers = start_servers(part_config, 1, work, ips=ips)
     trainers = []
     try:
         for rank in range(hosts):
@@ -301,7 +308,7 @@ def direct_once(part_config: Path, script: Path, work: Path, hosts: int, *,
             for p in procs:
                 p.wait(60)
             result["stop_s"] = time.perf_counter() - t1
-            result["left"] = leftovers(servers.job, [p.pid for p in procs])
+            result["left"] = leftover_report(servers.job_id, [p.pid for p in procs])
         else:
             for p in trainers:
                 p.wait(120)

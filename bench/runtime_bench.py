@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import DGL_REFERENCE, cpu_jiffies, paired, prepare_parts, timeit
-from bench.jobs import Servers, free_base
+from bench.jobs import free_base, start_servers
 
 
 class BareZmq:
@@ -87,7 +87,7 @@ def measure_sampling_and_pull(p1: Path, p2: Path, work: Path, num_nodes: int,
         results["local_edges_s"] = edges / t_local
         dg.exit_client()
 
-        servers = Servers(p2, 1, work)
+        servers = start_servers(p2, 1, work)
         os.environ.update(servers.env("trainer", 0))
         dg.initialize()
         g2 = dg.DistGraph("bench")
@@ -167,7 +167,7 @@ def measure_server_scaling(p2: Path, work: Path, rounds=(1, 2, 2, 1),
     rates: dict[int, list[float]] = {1: [], 2: []}
     busy: dict[int, list[float]] = {1: [], 2: []}
     for r, num_servers in enumerate(rounds):
-        servers = Servers(p2, num_servers, work)
+        servers = start_servers(p2, num_servers, work)
         outs = [work / f"{load}{num_servers}_{r}_{i}.txt" for i in range(4)]
         try:
             clients = []
@@ -200,7 +200,7 @@ def measure_dgl_setup(p2: Path, work: Path, seconds: float = 6.0) -> dict[str, f
     trainer each, both trainers working at once. Sampling [10, 25] on batches of 1000 seeds,
     then pulls of 10k random rows of all nodes (a pull mixes local and remote rows, as
     DGL's figure does); seeds/s and GB/s summed over the two trainers."""
-    servers = Servers(p2, 1, work)
+    servers = start_servers(p2, 1, work)
     outs = [work / f"dgl_setup_{m}.json" for m in range(2)]
     start = time.time() + 8.0  # both trainers start each phase at the same moment
     try:

@@ -12,7 +12,7 @@ other (at 200M edges the two machines' shared memory alone is ~10 GB), this
      config is there (the partitioner writes the folder under a temporary name and renames
      it when complete, so a config means a whole partition); its seconds and peak RSS when run,
   3. starts one graph server per machine on 127.0.0.1, 127.0.0.2, ... directly, as the
-     runtime benchmarks do (bench.jobs.Servers: the env contract, no launcher), all at once,
+     runtime benchmarks do (bench.jobs.start_servers: the env contract, no launcher), all at once,
      and times per machine from the spawn to the moment its main server publishes its shared
      memory's manifest ("loaded": the partition is copied in) and to its first answer to a
      handshake ("start-up": it serves; it binds its port only once loaded). Memory per machine,
@@ -37,7 +37,7 @@ other (at 200M edges the two machines' shared memory alone is ~10 GB), this
      temporary workspace (one more copy of the partition on disk while it runs).
 Every process it starts is stopped in a ``finally`` (SIGTERM included: it becomes an
 exception), the job's shared memory is removed, and each job is checked for leftovers
-(bench.jobs.leftovers: processes of its groups or carrying its id, shared-memory files).
+(bench.jobs.leftover_report: processes of its groups or carrying its id, shared-memory files).
 
 It prints per size a table of figures, then one table with every size side by side and the
 ratio of each size to the first, with per-edge normalisations (shared-memory bytes per owned
@@ -279,18 +279,18 @@ def measure_servers(config: Path, work: Path, fig: dict[str, Any],
                     repeat: int) -> dict[str, Any]:
     """Steps 3 and 4 of the module: the servers' start-up and memory per machine, and the
     client's figures; everything stopped and checked before it returns or raises."""
-    from bench.jobs import Servers, leftovers
+    from bench.jobs import leftover_report, start_servers
     from runtime.store.shm import ShmArena
 
     parts = fig["parts"]
     ips = [f"127.0.0.{i + 1}" for i in range(parts)]
     t0 = time.perf_counter()
-    servers = Servers(config, 1, work, ips=ips)
-    arenas = [ShmArena(servers.job, m) for m in range(parts)]
+    servers = start_servers(config, 1, work, ips=ips)
+    arenas = [ShmArena(servers.job_id, m) for m in range(parts)]
     pgids = [p.pid for p in servers.procs]  # each leads its own group (start_new_session)
-    out: dict[str, Any] = {"job": servers.job}
+    out: dict[str, Any] = {"job": servers.job_id}
     try:
-        log(f"servers of job {servers.job} on {', '.join(ips)}: waiting until they answer")
+        log(f"servers of job {servers.job_id} on {', '.join(ips)}: waiting until they answer")
         times = wait_ready(servers, arenas, t0)
         log("start-up (s): " + ", ".join(f"machine {m} {t['startup_s']:.2f} (loaded "
                                           f"{t['loaded_s']:.2f})" for m, t in enumerate(times)))
@@ -307,9 +307,9 @@ def measure_servers(config: Path, work: Path, fig: dict[str, Any],
         servers.stop()
         for a in arenas:  # a main server killed (not ended) cannot remove its files
             a.cleanup()
-    left = _gone(lambda: leftovers(servers.job, pgids))
+    left = _gone(lambda: leftover_report(servers.job_id, pgids))
     if left:
-        raise RuntimeError(f"job {servers.job} left {left}")
+        raise RuntimeError(f"job {servers.job_id} left {left}")
     return out
 
 
@@ -359,11 +359,11 @@ def _stop_launched(work: Path, env: dict[str, str]) -> None:
 
 
 def _leftovers_of(work: Path) -> list[str]:
-    """What is left of the jobs launched with ``work``'s home (bench.jobs.leftovers)."""
-    from bench.jobs import leftovers
+    """What is left of the jobs launched with ``work``'s home (bench.jobs.leftover_report)."""
+    from bench.jobs import leftover_report
 
     return [x for m in _launched_jobs(work)
-            for x in leftovers(m["job_id"], [p["pgid"] for p in m.get("procs", [])])]
+            for x in leftover_report(m["job_id"], [p["pgid"] for p in m.get("procs", [])])]
 
 
 def _gone(check: Callable[[], list[str]], seconds: float = 10.0) -> list[str]:

@@ -25,6 +25,11 @@ from testing.timeouts import PEER_TIMEOUT, TIMEOUT
 REPO = Path(__file__).resolve().parents[1]
 
 
+def new_job_id() -> str:
+    """A job id of its own for a test's or a benchmark's servers."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
 @dataclass
 class Cluster:
     """A job of real server processes, one 'machine' per loopback address."""
@@ -33,7 +38,7 @@ class Cluster:
     ip_config: Path
     ips: list[str]
     num_servers: int
-    job_id: str = field(default_factory=lambda: "t" + uuid.uuid4().hex[:10])
+    job_id: str = field(default_factory=new_job_id)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     procs: list[subprocess.Popen] = field(default_factory=list)
     timeout: float = PEER_TIMEOUT
@@ -103,19 +108,33 @@ class Cluster:
         terminate_groups(self.procs, grace=TIMEOUT)
 
 
+def start_servers(part_config: Path, workdir: Path, *, ips: list[str] | None = None,
+                  num_servers: int = 1, timeout: float = PEER_TIMEOUT, encrypt: bool = False,
+                  idle_grace: float = 0.0) -> Cluster:
+    """``num_servers`` server processes per machine of ``part_config``, one machine per
+    loopback address of ``ips`` (127.0.0.1 and 127.0.0.2 by default), as 'dglctl launch'
+    starts them (the env contract, no launcher); their ip_config is written to ``workdir``.
+    Started, not yet answering: :meth:`Cluster.wait_ready` waits for them."""
+    ips = list(ips or ["127.0.0.1", "127.0.0.2"])
+    base = free_port_range(ips, num_servers)
+    job_id = new_job_id()
+    ip_config = workdir / f"ip_config-{job_id}.txt"  # one per job: jobs may share a folder
+    write_ip_config(ip_config, [(ip, base) for ip in ips])
+    c = Cluster(part_config, ip_config, ips, num_servers, job_id=job_id, timeout=timeout,
+                encrypt=encrypt, idle_grace=idle_grace)
+    c.start_servers()
+    return c
+
+
 @contextlib.contextmanager
 def running_cluster(cfg: Path, tmp_path: Path, num_servers: int = 2,
                     timeout: float = PEER_TIMEOUT, encrypt: bool = False,
                     idle_grace: float = 0.0) -> Iterator[Cluster]:
     """Servers of a 2-part partition on 127.0.0.1 and 127.0.0.2 (the job's peer ``timeout``,
     their ``idle_grace``), all answering when it yields; stopped and checked after."""
-    ips = ["127.0.0.1", "127.0.0.2"]
-    base = free_port_range(ips, num_servers)
-    ip_config = tmp_path / "ip_config.txt"
-    write_ip_config(ip_config, [(ip, base) for ip in ips])
-    c = Cluster(cfg, ip_config, ips, num_servers, timeout=timeout, encrypt=encrypt,
-                idle_grace=idle_grace)
-    c.start_servers()
+    c = start_servers(cfg, tmp_path, num_servers=num_servers, timeout=timeout,
+                      encrypt=encrypt, idle_grace=idle_grace)
+    ips = c.ips
     from runtime.store.shm import ShmArena
 
     try:
