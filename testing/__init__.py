@@ -5,9 +5,10 @@
 - ``graphs``: the small graphs built in-process.
 - ``ports``: free port ranges, each pytest-xdist worker its own share.
 - ``procs``: stopping process groups, and proving nothing of a job is left behind.
-- ``servers``: real graph servers of a 2-part partition on 127.0.0.1 and 127.0.0.2.
+- ``servers``: real graph servers of a partition, one machine per loopback address.
 - ``clusters``: cluster YAMLs for the local transport and for loopback SSH.
 - ``sshd``, ``slurm``, ``netns``: a real OpenSSH server, a real Slurm cluster and network
   namespaces on this machine.
 - ``cli``: ``dglctl`` run in this process, its output captured.
+- ``jobs``: a detached job several tests share, stopped and proven gone after the last.
 """
