@@ -17,8 +17,11 @@ import yaml
 from dglctl.cli import main
 from dglctl.jobs.manifest import JobManifest, list_jobs
 from testing.cli import run_cli as run
+from testing.clusters import local_cluster as local_cluster_yaml
+from testing.jobs import detached_job, dglctl_output
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
@@ -316,50 +319,64 @@ def test_detached_job_from_ip_config_has_status_logs_and_stop(parts, home, tmp_p
     assert leftovers(job) == ([], [])
 
 
-def test_encrypted_job_runs_and_reports_status(parts, home, local_cluster, capsys):
-    """encrypt: true in the cluster YAML: servers, trainers (with their sampler processes),
-    the launcher's readiness probe and 'dglctl status' all speak CURVE."""
-    job = _detached_sleepers(parts, local_cluster, capsys, encrypt=True)
-    try:
-        st = json.loads(run(["status", job, "--json"], capsys)[1])
+@pytest.fixture(scope="class")
+def encrypted_cached_job(parts, tmp_path_factory):
+    """One detached job for the status tests that only read it: encrypted (CURVE), with a
+    feature cache whose trainers read the other machine's rows through it, then sleep in a
+    loader (with its sampler processes). Stopped, and proven gone, after the class."""
+    root = tmp_path_factory.mktemp("status-job")
+    cluster = local_cluster_yaml(root / "local.yaml", root / "ws", trainers_per_host=1,
+                                 encrypt=True, feature_cache_gb=0.001)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DGLCTL_HOME", str(root / "home"))  # for the in-process dglctl calls
+        with detached_job(root / "home", [TRAINER, "--cluster", str(cluster), "--part-config",
+                                          str(parts[2]), "--", "cache-sleep"]) as job:
+            n = _trainers(cluster)
+            wait_until(lambda: dglctl_output(root / "home", "logs", job, "--role",
+                                             "trainer").count("sleeping") == n,
+                       f"every trainer of job {job} sleeping", 6 * TIMEOUT)
+            yield job
+
+
+class TestStatusOfARunningJob:
+    """'dglctl status' of one running job, read by each test."""
+
+    def test_encrypted_job_runs_and_reports_status(self, encrypted_cached_job, capsys):
+        """encrypt: true in the cluster YAML: servers, trainers (with their sampler
+        processes), the launcher's readiness probe and 'dglctl status' all speak CURVE."""
+        st = json.loads(run(["status", encrypted_cached_job, "--json"], capsys)[1])
+        assert st["state"] == "running"
+        assert all(p["state"] == "running" for p in st["processes"]), st["processes"]
+        assert {p["role"] for p in st["processes"]} == {"server", "trainer"}
         served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
         assert all(s and s["requests"] > 0 for s in served), served
-    finally:
-        assert run(["stop", job], capsys)[0] == 0
-    assert leftovers(job) == ([], [])
 
-
-def test_status_shows_each_trainers_feature_cache(parts, home, local_cluster, capsys):
-    """feature_cache_gb: each trainer reports its cache counters to its machine's server, and
-    'dglctl status' shows them on the trainer's row (hits, lookups, rows kept)."""
-    job = _detached_sleepers(parts, local_cluster, capsys, mode="cache-sleep",
-                             feature_cache_gb=0.001)
-    try:
-        st = json.loads(run(["status", job, "--json"], capsys)[1])
-        code, out, err = run(["status", job], capsys)
-    finally:
-        assert run(["stop", job], capsys)[0] == 0
-    assert leftovers(job) == ([], [])
-    assert code == 0, err
-    trainers = [p for p in st["processes"] if p["role"] == "trainer"]
-    assert [p["rank"] for p in trainers] == [0, 1]
-    kept = {}
-    for p in trainers:
-        (counters,) = p["feature_cache"].values()  # one tensor read: feat
-        # Each reads all 400 rows 19 times, those of the other machine through the cache,
-        # which keeps all of them; the last read (after the report interval) and at least the
-        # one before it found every one kept.
-        other = counters["rows"]
-        kept[p["host"]] = other
-        assert counters["lookups"] >= 18 * other, p
-        assert 2 * other <= counters["hits"] < counters["lookups"], p
-    assert kept["m0"] + kept["m1"] == 400 and min(kept.values()) > 0, kept
-    assert all(p["feature_cache"] is None for p in st["processes"] if p["role"] == "server")
-    assert all("caches" not in p["server_stats"] for p in st["processes"]
-               if p["role"] == "server"), "the counters are the trainers', not the servers'"
-    rows = [line for line in out.splitlines() if " trainer " in line]
-    assert len(rows) == 2 and all(re.search(r"feature cache: \d+% hits of [\d,]+ remote rows "
-                                            r"\(\d+ kept\)", line) for line in rows), out
+    def test_status_shows_each_trainers_feature_cache(self, encrypted_cached_job, capsys):
+        """feature_cache_gb: each trainer reports its cache counters to its machine's
+        server, and 'dglctl status' shows them on the trainer's row (hits, lookups, rows
+        kept)."""
+        st = json.loads(run(["status", encrypted_cached_job, "--json"], capsys)[1])
+        code, out, err = run(["status", encrypted_cached_job], capsys)
+        assert code == 0, err
+        trainers = [p for p in st["processes"] if p["role"] == "trainer"]
+        assert [p["rank"] for p in trainers] == [0, 1]
+        kept = {}
+        for p in trainers:
+            (counters,) = p["feature_cache"].values()  # one tensor read: feat
+            # Each reads all 400 rows 19 times, those of the other machine through the
+            # cache, which keeps all of them; the last read (after the report interval) and
+            # at least the one before it found every one kept.
+            other = counters["rows"]
+            kept[p["host"]] = other
+            assert counters["lookups"] >= 18 * other, p
+            assert 2 * other <= counters["hits"] < counters["lookups"], p
+        assert kept["m0"] + kept["m1"] == 400 and min(kept.values()) > 0, kept
+        assert all(p["feature_cache"] is None for p in st["processes"] if p["role"] == "server")
+        assert all("caches" not in p["server_stats"] for p in st["processes"]
+                   if p["role"] == "server"), "the counters are the trainers', not the servers'"
+        rows = [line for line in out.splitlines() if " trainer " in line]
+        assert len(rows) == 2 and all(re.search(r"feature cache: \d+% hits of [\d,]+ remote "
+                                                r"rows \(\d+ kept\)", line) for line in rows), out
 
 
 def test_status_waits_for_a_stalled_server_as_long_as_the_job_does(parts, home, local_cluster,
