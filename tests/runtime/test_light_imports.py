@@ -31,6 +31,16 @@ def test_runtime_and_the_server_load_neither_torch_nor_the_writer():
         assert not any(loaded.values()), (code, loaded)
 
 
+def test_an_agent_and_a_command_start_without_importlib_metadata():
+    # Its import (email parsing, zipfile) was most of an agent's start-up; the version is
+    # read from the distribution's METADATA file instead (partitioner/version.py).
+    for code in ("import dglctl.agent.__main__", "import dglctl.cli"):
+        out = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n"
+                              "print('importlib.metadata' in sys.modules)"],
+                             capture_output=True, text=True, timeout=6 * TIMEOUT, check=True)
+        assert out.stdout.split()[-1] == "False", (code, out.stdout)
+
+
 def test_the_trainer_api_loads_torch_but_not_the_writer():
     loaded = _loaded("from runtime import DistGraph, DistDataLoader, NeighborSampler")
     assert loaded["torch"]
