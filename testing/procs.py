@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from dglctl.agent.proc_groups import members
 from runtime.store.shm import SHM_DIR, sampler_dirs
 from testing.timeouts import TIMEOUT
 
@@ -44,28 +45,13 @@ def leftovers(job_id: str) -> tuple[list, list]:
     return procs, shm
 
 
-def running_in_groups(pgids: Iterable[int]) -> list[tuple[int, int]]:
-    """``(pid, pgid)`` of each process that still runs in one of the process groups
-    ``pgids`` (read from /proc; nothing is signalled). A zombie no longer runs: init reaps a
-    detached job's group leaders, which took about 2 s on these VMs."""
-    groups, found = set(pgids), []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) in groups and fields[0] not in (b"Z", b"X"):
-            found.append((int(d.name), int(fields[2])))
-    return found
-
-
 def leftover_report(job_id: str, pgids: Iterable[int] = ()) -> list[str]:
     """What of job ``job_id`` still exists, a line each: running processes of the groups
     ``pgids``, processes whose environment carries the job id (but this one), and the job's
     files (see :func:`leftovers`). Empty when nothing is left."""
     procs, files = leftovers(job_id)
-    return ([f"pid {pid} (process group {g})" for pid, g in running_in_groups(pgids)]
+    # members() skips zombies: init reaps a detached job's group leaders, which took about
+    # 2 s on these VMs, and a zombie no longer runs.
+    return ([f"pid {pid} (process group {g})" for g in pgids for pid in members(g)]
             + [f"pid {pid}" for pid in procs if pid != os.getpid()]
             + [str(f) for f in files])
