@@ -334,7 +334,8 @@ def encrypted_cached_job(parts, tmp_path_factory):
             n = _trainers(cluster)
             wait_until(lambda: dglctl_output(root / "home", "logs", job, "--role",
                                              "trainer").count("sleeping") == n,
-                       f"every trainer of job {job} sleeping", 6 * TIMEOUT)
+                       f"every trainer of job {job} sleeping", 6 * TIMEOUT,
+                       interval=0.5)  # each look starts a dglctl process
             yield job
 
 
