@@ -76,6 +76,7 @@ import numpy as np
 
 from bench.common import REPO, proc_status, report_sizes, run_child
 from bench.partition_scaling import cached_graph, machine, parse_size
+from testing.procs import end_with_this_process
 
 AVG_DEGREE = 20.0  # directed edges per node: nodes = edges / 20
 SEEDS = 1000  # training seeds of one sampling request
@@ -122,8 +123,10 @@ def cached_partition(npz: Path, parts: int, cache: Path) -> tuple[Path, dict[str
     cmd = [sys.executable, "-m", "dglctl", "partition", "--input", str(npz), "--num-parts",
            str(parts), "--out", str(out), "--regime", "lean"]
     log(f"partitioning {npz.name} into {parts} parts (--regime lean) -> {out}")
+    # run_child has no ``finally`` that stops its child: an interrupted benchmark must not
+    # leave a partitioner holding gigabytes (it removes its temporary folder on SIGTERM).
     code, _, stderr, wall, peak = run_child(cmd, cwd=REPO, interval=0.05,
-                                            preexec_fn=_term_with_parent)
+                                            preexec_fn=end_with_this_process)
     if code != 0:
         raise RuntimeError(f"dglctl partition exited {code}: {stderr.strip()[-2000:]}")
     configs = sorted(out.glob("*.json"))
@@ -131,16 +134,6 @@ def cached_partition(npz: Path, parts: int, cache: Path) -> tuple[Path, dict[str
         raise RuntimeError(f"dglctl partition wrote no config into {out}")
     log(f"partitioned in {wall:.1f} s, peak RSS {peak / 1e9:.2f} GB")
     return configs[0], {"seconds": wall, "peak_bytes": peak, "command": cmd}
-
-
-def _term_with_parent() -> None:
-    """In the partition's child, before exec: SIGTERM to it when this process ends (Linux's
-    PR_SET_PDEATHSIG). run_child has no ``finally`` that stops its child, and an interrupted
-    benchmark must not leave a partitioner holding gigabytes; the partitioner ends cleanly on
-    SIGTERM (it removes its temporary folder)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def partition_figures(config: Path) -> dict[str, Any]:

@@ -12,6 +12,19 @@ from dglctl.agent.proc_groups import members
 from runtime.store.shm import SHM_DIR, sampler_dirs
 from testing.timeouts import TIMEOUT
 
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_this_process() -> None:
+    """``preexec_fn`` for a child that must not outlive the test or benchmark that started it:
+    Linux sends it SIGTERM when the starting thread ends (PR_SET_PDEATHSIG, kept across exec),
+    so a runner killed with SIGKILL, which runs no finalizer, still leaves nothing running.
+    The children it is for (graph servers, the partitioner) end cleanly on SIGTERM. Call it
+    from the main thread's Popen: the signal follows the thread, not the process."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
 
 def terminate_groups(procs: list[subprocess.Popen], grace: float) -> None:
     """SIGTERM each process's group (each leads its own), SIGKILL what is left after

@@ -19,7 +19,7 @@ from runtime.rpc.ip_config import write_ip_config
 from runtime.rpc.liveness import Liveness
 from runtime.store.shm import job_files
 from testing.ports import free_port_range
-from testing.procs import terminate_groups
+from testing.procs import end_with_this_process, terminate_groups
 from testing.timeouts import PEER_TIMEOUT, TIMEOUT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,6 +62,7 @@ class Cluster:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "runtime.server"],
                     env=self.env("server", m, server_id=k), cwd=REPO, start_new_session=True,
+                    preexec_fn=end_with_this_process,
                 ))
 
     def wait_ready(self, timeout: float = 3 * TIMEOUT) -> None:
