@@ -15,12 +15,12 @@ import random
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from testing.ports import free_port_range
 from testing.timeouts import TIMEOUT
+from testing.wait import WaitTimeout, wait_until
 
 NODES = {"n1": "127.0.0.1", "n2": "127.0.0.2"}
 FREEZER = Path("/sys/fs/cgroup/freezer")
@@ -59,10 +59,10 @@ class TestSlurm:
     def settled(self, timeout: float = 6 * TIMEOUT) -> tuple[list[str], list[str]]:
         """The jobs and steps Slurm still has once none is left, or after ``timeout``
         (a cancelled job is listed while it completes: its steps' processes are ended)."""
-        deadline = time.monotonic() + timeout
-        while (left := (self.jobs(), self.steps())) != ([], []) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return left
+        with contextlib.suppress(WaitTimeout):  # the caller names what is left
+            wait_until(lambda: (self.jobs(), self.steps()) == ([], []),
+                       "no Slurm job or step left", timeout=timeout, interval=0.2)
+        return self.jobs(), self.steps()
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -97,11 +97,10 @@ def ensure_munge() -> None:
     shutil.chown("/run/munge", "munge", "munge")
     subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", _program("munged")], check=True,
                    timeout=TIMEOUT)
-    deadline = time.monotonic() + 3 * TIMEOUT
-    while subprocess.run("munge -n | unmunge", shell=True, capture_output=True).returncode:
-        if time.monotonic() > deadline:
-            raise RuntimeError("munged did not start (see /var/log/munge/munged.log)")
-        time.sleep(0.2)
+    wait_until(lambda: subprocess.run("munge -n | unmunge", shell=True,
+                                      capture_output=True).returncode == 0,
+               "munged answering (see /var/log/munge/munged.log)", timeout=3 * TIMEOUT,
+               interval=0.2)
 
 
 def _cgroup_ok() -> bool:
@@ -162,17 +161,18 @@ def start_slurm(root: Path) -> TestSlurm:
                 [_program("slurmd-wlm", "slurmd"), "-D", "-f", str(conf), "-N", n,
                  "-d", stepd], env=cluster.env, stdout=log, stderr=log,
                 stdin=subprocess.DEVNULL))
-        deadline = time.monotonic() + 6 * TIMEOUT
-        while True:
+        def idle() -> dict[str, str] | None:
             r = cluster.run("sinfo", "-h", "-N", "-o", "%N %t")
             states = dict(line.split() for line in r.stdout.splitlines() if line.strip())
             if all(states.get(n) == "idle" for n in NODES):
-                return cluster
+                return states
             dead = [p.args[0] for p in cluster.procs if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"the test Slurm did not come up (nodes {states}, ended: "
-                                   f"{dead}); see {root}/log")
-            time.sleep(0.2)
+            assert not dead, f"the test Slurm's {dead} ended (nodes {states}); see {root}/log"
+            return None
+
+        wait_until(idle, f"the test Slurm's nodes idle (see {root}/log)",
+                   timeout=6 * TIMEOUT, interval=0.2)
+        return cluster
     except BaseException:
         cluster.stop()
         raise

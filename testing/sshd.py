@@ -8,14 +8,13 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dglctl.hosts.transport import OPENSSH_MIN_BYTES, SSHTransport
 from testing.ports import free_port_range
-from testing.timeouts import TIMEOUT
+from testing.wait import WaitTimeout, wait_until
 
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -77,18 +76,20 @@ def start_sshd(root: Path, trusted_user_ca: Path | None = None, home_keys: bool 
     # ssh writes a host on port 22 without brackets and port.
     known.write_text("".join(f"{a if port == 22 else f'[{a}]:{port}'} {pub[0]} {pub[1]}\n"
                              for a in addresses))
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         try:
             socket.create_connection((addresses[-1], port), timeout=0.2).close()
-            break
+            return True
         except OSError:
             if proc.poll() is not None:
                 raise RuntimeError(f"sshd exited: {(root / 'sshd.log').read_text()}") from None
-            time.sleep(0.05)
-    else:
+            return False
+
+    try:
+        wait_until(listening, f"sshd listening on port {port}")
+    except WaitTimeout:
         proc.kill()
-        raise RuntimeError("sshd did not start listening")
+        raise
     return TestSSHD(root, port, client_key, known, proc)
 
 

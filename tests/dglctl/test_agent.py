@@ -6,12 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from dglctl.agent.proc_groups import alive as _alive
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -20,12 +20,11 @@ def test_a_group_of_unreaped_zombies_counts_as_ended():
     # The leader exits and nobody reaps it yet: signal 0 still reaches the group, but nothing
     # runs (a detached job's wrappers wait for init to reap them; stop must not wait too).
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
-    deadline = time.monotonic() + 3 * TIMEOUT
-    while time.monotonic() < deadline:
+    def zombie() -> bool:
         with open(f"/proc/{proc.pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break
-        time.sleep(0.01)
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+    wait_until(zombie, "the leader a zombie", timeout=3 * TIMEOUT, interval=0.01)
     os.killpg(proc.pid, 0)  # the group still answers signals
     assert not _alive(proc.pid)
     proc.wait()

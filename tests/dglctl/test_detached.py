@@ -16,6 +16,7 @@ from dglctl.jobs.manifest import JobManifest
 from testing.cli import run_cli as run
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
@@ -41,23 +42,20 @@ def _listed(job: str, capsys) -> dict:
 
 def _ended(job: str, capsys) -> tuple[dict, float]:
     """The job as the list shows it once it has ended, and when it was seen ended."""
-    deadline = time.monotonic() + 12 * TIMEOUT
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         found = _listed(job, capsys)
-        if found["state"] in ("succeeded", "failed", "stopped"):
-            return found, time.monotonic()
-        time.sleep(0.2)
-    raise AssertionError(f"job {job} is still {found['state']} after {12 * TIMEOUT:.0f}s")
+        return found if found["state"] in ("succeeded", "failed", "stopped") else None
+
+    found = wait_until(ended, f"job {job} ended", timeout=12 * TIMEOUT, interval=0.2)
+    return found, time.monotonic()
 
 
 def _nothing_left(job: str) -> None:
     """Once its background launcher has ended (its teardown done), nothing of the job is
     left on this machine."""
     pid = int(JobManifest.load(job).launcher["pid"])
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{pid}").exists(), f"job {job}'s background launcher is still there"
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(),
+               f"job {job}'s background launcher gone", timeout=6 * TIMEOUT, interval=0.1)
     assert leftovers(job) == ([], [])
 
 
@@ -87,9 +85,8 @@ def test_a_detached_job_whose_trainer_is_killed_fails_with_the_cause(parts, home
     doc = _detach(parts, local_cluster, capsys, "sleep")
     m = JobManifest.load(doc["job"])
     trainer = next(p for p in m.procs if p.name == "trainer-1-0")
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while b"sleeping" not in Path(trainer.log).read_bytes() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: b"sleeping" in Path(trainer.log).read_bytes(), "trainer-1-0 sleeping",
+               timeout=6 * TIMEOUT, interval=0.2)
     os.kill(int(Path(trainer.log).with_suffix(".pid").read_text()), signal.SIGKILL)
     killed = time.monotonic()
     found, seen = _ended(doc["job"], capsys)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from dglctl.jobs.manifest import JobState, list_jobs
 from testing.ports import any_port
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
@@ -112,13 +112,12 @@ def test_status_logs_and_stop_from_another_folder_and_without_the_yaml(
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         monkeypatch.chdir(elsewhere)
-        deadline = time.monotonic() + 6 * TIMEOUT
-        logs = ""
-        while time.monotonic() < deadline and logs.count("sleeping") < 2:
-            time.sleep(0.5)
+        def sleeping() -> bool:
             code, logs, err = _run(["logs", job, "--role", "trainer"], capsys)
             assert code == 0, err
-        assert logs.count("sleeping") == 2, logs
+            return logs.count("sleeping") == 2
+
+        wait_until(sleeping, "2 trainers sleeping", timeout=6 * TIMEOUT, interval=0.5)
         code, out, err = _run(["status", job], capsys)
         assert code == 0 and f"job {job}: running" in out, out + err
         (here / "cluster.yaml").unlink()

@@ -21,7 +21,7 @@ from testing.clusters import local_cluster as local_cluster_yaml
 from testing.jobs import detached_job, dglctl_output
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
-from testing.wait import wait_until
+from testing.wait import WaitTimeout, wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.multiprocess
@@ -51,13 +51,17 @@ def _detached_sleepers(parts, local_cluster, capsys, mode="sleep", **changes) ->
     assert code == 0, err
     job = _job_from(out)
     n = _trainers(local_cluster)
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while time.monotonic() < deadline and out.count("sleeping") < n:
-        time.sleep(0.5)
+
+    def sleeping() -> bool:
+        nonlocal out
         out = run(["logs", job, "--role", "trainer"], capsys)[1]
-    if out.count("sleeping") != n:
+        return out.count("sleeping") == n
+
+    try:
+        wait_until(sleeping, f"{n} trainers sleeping", timeout=6 * TIMEOUT, interval=0.5)
+    except WaitTimeout:
         run(["stop", job], capsys)
-        raise AssertionError(f"not every trainer started:\n{out}")
+        raise AssertionError(f"not every trainer started:\n{out}") from None
     return job
 
 
@@ -107,18 +111,23 @@ def test_killed_trainer_stops_job_within_seconds(parts, home, local_cluster, tmp
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     n = _trainers(local_cluster)
-    deadline = time.monotonic() + 6 * TIMEOUT
-    victim = None
-    while time.monotonic() < deadline and victim is None:
-        time.sleep(0.5)
+
+    def sleeping_victim() -> tuple[int, JobManifest] | None:
         jobs = list_jobs()
         if jobs and len([p for p in jobs[-1].procs if p.role == "trainer"]) == n:
-            m = jobs[-1]
-            rec = next(p for p in m.procs if p.name == "trainer-1-0")
+            rec = next(p for p in jobs[-1].procs if p.name == "trainer-1-0")
             pidfile = Path(rec.log).with_suffix(".pid")
             if pidfile.exists() and b"sleeping" in Path(rec.log).read_bytes():
-                victim = int(pidfile.read_text())
-    assert victim, "trainers did not start"
+                return int(pidfile.read_text()), jobs[-1]
+        return None
+
+    try:
+        victim, m = wait_until(sleeping_victim, "trainer-1-0 sleeping", timeout=6 * TIMEOUT,
+                            interval=0.5)
+    except WaitTimeout:
+        proc.kill()
+        proc.communicate()
+        raise
     os.kill(victim, signal.SIGKILL)
     t_kill = time.monotonic()
     out, err = proc.communicate(timeout=60)
@@ -138,19 +147,19 @@ def test_detach_status_stop_and_two_jobs(parts, home, local_cluster, capsys):
     assert "in use; using" in err  # the second job moved to free ports
     for job in jobs:
         # The trainers connect to the servers once they have started (later on a busy machine).
-        deadline = time.monotonic() + 6 * TIMEOUT
-        while True:
+        def served(job: str = job) -> list | None:
             code, out, err = run(["status", job, "--json"], capsys)
             assert code == 0, err
             st = json.loads(out)
             assert st["state"] == "running"
             assert [p["state"] for p in st["processes"]] == ["running"] * 4
             assert {p["device"] for p in st["processes"]} == {"cpu"}, "no --num-gpus"
-            served = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
-            if all(s and s["requests"] > 0 and s["clients"] >= 4 for s in served):
-                break
-            assert time.monotonic() < deadline, served
-            time.sleep(0.5)
+            stats = [p["server_stats"] for p in st["processes"] if p["role"] == "server"]
+            return stats if all(s and s["requests"] > 0 and s["clients"] >= 4
+                                for s in stats) else None
+
+        wait_until(served, "every server serving its 4 clients", timeout=6 * TIMEOUT,
+                   interval=0.5)
     code, out, _ = run(["status"], capsys)
     assert all(j in out for j in jobs)
     code, out, err = run(["logs", jobs[0], "--role", "server"], capsys)
@@ -239,16 +248,22 @@ def _launch_sleeping(parts, local_cluster, capsys) -> tuple[subprocess.Popen, st
                              str(local_cluster), "--part-config", str(parts[2]), "--", "sleep"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     n = _trainers(local_cluster)
-    deadline = time.monotonic() + 9 * TIMEOUT
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def sleeping() -> str | None:
         jobs = list_jobs()
         if jobs and jobs[-1].state == "running":
             _, out, _ = run(["logs", jobs[-1].job_id], capsys)
             if out.count("sleeping") == n:
-                return proc, jobs[-1].job_id
-    proc.kill()
-    raise AssertionError("the trainers did not reach their sleep within 90 s")
+                return jobs[-1].job_id
+        return None
+
+    try:
+        return proc, wait_until(sleeping, f"{n} trainers sleeping", timeout=9 * TIMEOUT,
+                                interval=0.5)
+    except WaitTimeout:
+        proc.kill()
+        proc.communicate()
+        raise
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -431,9 +446,8 @@ def test_supervision_polls_one_agent_per_host(parts, home, local_cluster):
                              str(local_cluster), "--part-config", str(parts[2]), TRAINER,
                              "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 6 * TIMEOUT
-        while time.monotonic() < deadline and len(_agents(proc.pid).get("serve", [])) < 2:
-            time.sleep(0.2)
+        wait_until(lambda: len(_agents(proc.pid).get("serve", [])) >= 2,
+                   "an agent session on each host", timeout=6 * TIMEOUT, interval=0.2)
         seen: dict[str, set[int]] = {}
         for _ in range(20):  # 2 s of supervision: probes, logs and renewals every 0.3 s
             for cmd, pids in _agents(proc.pid).items():
@@ -444,12 +458,10 @@ def test_supervision_polls_one_agent_per_host(parts, home, local_cluster):
     finally:
         proc.kill()
         proc.communicate()
-    deadline = time.monotonic() + 2 * TIMEOUT
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in serving):
-        time.sleep(0.1)
-    left = [p for p in serving if Path(f"/proc/{p}").exists() and b"serve" in _cmdline(
-        Path(f"/proc/{p}"))]
-    assert not left, "the agent sessions outlived their launcher"
+    wait_until(lambda: not [p for p in serving if Path(f"/proc/{p}").exists()
+                            and b"serve" in _cmdline(Path(f"/proc/{p}"))],
+               "the agent sessions gone with their launcher", timeout=2 * TIMEOUT,
+               interval=0.1)
     main(["stop", list_jobs()[-1].job_id])
 
 

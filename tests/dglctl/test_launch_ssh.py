@@ -12,6 +12,7 @@ from testing.cli import run_cli as run
 from testing.clusters import ssh_cluster
 from testing.procs import leftovers
 from testing.sshd import ADDRESSES
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
@@ -39,7 +40,6 @@ def test_hosts_sharing_one_workspace(sshd, parts, home, tmp_path, capsys):
     copies into it at once, a job runs and a detached one stops; each host's files keep
     their own names (logs, exit statuses, its record of the job)."""
     import json
-    import time
 
     from testing.timeouts import TIMEOUT
 
@@ -64,10 +64,9 @@ def test_hosts_sharing_one_workspace(sshd, parts, home, tmp_path, capsys):
     job = json.loads(out)["job"]
     try:
         logs = lambda: list((tmp_path / "nfs-home" / "jobs" / job).glob("trainer-*.log"))  # noqa: E731
-        deadline = time.monotonic() + 10 * TIMEOUT
-        while time.monotonic() < deadline and not (
-                len(logs()) == 3 and all(b"sleeping" in p.read_bytes() for p in logs())):
-            time.sleep(0.1)
+        wait_until(lambda: len(logs()) == 3 and all(b"sleeping" in p.read_bytes()
+                                                    for p in logs()),
+                   "3 trainers sleeping", timeout=10 * TIMEOUT, interval=0.1)
         code, out, _ = run(["status", job, "--json"], capsys)
         states = [p["state"] for p in json.loads(out)["processes"]]
         assert code == 0 and states == ["running"] * 6, states

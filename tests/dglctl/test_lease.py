@@ -22,6 +22,7 @@ from dglctl.jobs.manifest import JobManifest, list_jobs
 from testing.clusters import ssh_cluster
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -74,32 +75,33 @@ def _sleeping_job(cluster: Path, part_config: Path, trainers: int, *extra: str):
                              str(cluster), "--part-config", str(part_config), *extra, "--",
                              "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ))
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while time.monotonic() < deadline:
-        time.sleep(0.3)
+    def sleeping() -> JobManifest | None:
         jobs = list_jobs()
         if not jobs:
-            continue
+            return None
         m = JobManifest.load(jobs[-1].job_id)
         logs = [Path(p.log) for p in m.procs if p.role == "trainer"]
         if len(logs) == trainers and all(b"sleeping" in p.read_bytes() for p in logs):
-            return proc, m
-        if proc.poll() is not None and "--detach" not in extra:
-            break
-    proc.kill()
-    out, err = proc.communicate()
-    raise AssertionError(f"the trainers did not all start:\n{out}\n{err}")
+            return m
+        assert proc.poll() is None or "--detach" in extra, "the launch ended"
+        return None
+
+    try:
+        return proc, wait_until(sleeping, f"{trainers} trainers sleeping",
+                                timeout=6 * TIMEOUT, interval=0.3)
+    except AssertionError:  # a WaitTimeout too
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the trainers did not all start:\n{out}\n{err}") from None
 
 
 def _gone_within(job: str, seconds: float) -> float:
     """Seconds until nothing of the job is left on this machine (processes, shared memory),
     or an AssertionError naming what was left after ``seconds``."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        if leftovers(job) == ([], []):
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise AssertionError(f"job {job}: still there after {seconds:.0f}s: {leftovers(job)}")
+    wait_until(lambda: leftovers(job) == ([], []), f"nothing of job {job} left",
+               timeout=seconds, interval=0.1)
+    return time.monotonic() - t0
 
 
 def _kill_launcher_and_time(proc: subprocess.Popen, m: JobManifest,
@@ -154,10 +156,8 @@ def test_detached_job_runs_on_under_its_background_launcher(parts, home, local_c
         assert [p["state"] for p in st["processes"]] == ["running"] * 4
     finally:
         main(["stop", m.job_id])
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while Path(f"/proc/{supervisor}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{supervisor}").exists(), "the background launcher is still there"
+    wait_until(lambda: not Path(f"/proc/{supervisor}").exists(), "the background launcher gone",
+               timeout=6 * TIMEOUT, interval=0.1)
     assert JobManifest.load(m.job_id).state == "stopped"
     assert leftovers(m.job_id) == ([], [])
 

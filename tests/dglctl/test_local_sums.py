@@ -12,7 +12,7 @@ import pytest
 import partitioner.format
 from dglctl.errors import IntegrityError
 from dglctl.jobs import local_sums
-from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 
 pytestmark = pytest.mark.unit
 SHARD = "part0/node_feat/0_feat.npy"
@@ -30,10 +30,8 @@ def files(tmp_path, home, monkeypatch) -> tuple[Path, dict[str, tuple[int, str]]
     rels = [p.relative_to(root).as_posix() for p in root.rglob("*.npy")]
     newest = max(max((root / r).stat().st_mtime_ns, (root / r).stat().st_ctime_ns)
                  for r in rels)
-    deadline = time.monotonic() + TIMEOUT
-    while time.time_ns() - newest <= 0.1e9:
-        assert time.monotonic() < deadline, "the clock did not move"
-        time.sleep(0.01)
+    wait_until(lambda: time.time_ns() - newest > 0.1e9, "the clock 0.1 s past the newest file",
+               interval=0.01)
     return root, {r: ((root / r).stat().st_size, partitioner.format.file_checksum(root / r))
                   for r in rels}
 

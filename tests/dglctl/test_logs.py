@@ -25,6 +25,7 @@ from testing.clusters import local_cluster as local_cluster_yaml
 from testing.jobs import detached_job
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import WaitTimeout, wait_until
 from tests.dglctl import SCRIPTS
 
 CHATTY = str(SCRIPTS / "chatty.py")
@@ -68,14 +69,19 @@ def launch(parts, cluster, capsys, *args: str) -> str:
 
 def wait_for(job: str, capsys, text: str, count: int = 4) -> str:
     """``dglctl logs JOB`` once ``text`` is in it ``count`` times (within 6 timeouts)."""
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while True:
-        code, out, err = run(["logs", job, "--role", "trainer"], capsys)
+    seen = ""
+
+    def logs() -> str | None:
+        nonlocal seen
+        code, seen, err = run(["logs", job, "--role", "trainer"], capsys)
         assert code == 0, err
-        if out.count(text) >= count:
-            return out
-        assert time.monotonic() < deadline, f"{text!r} not {count} times in:\n{out[-3000:]}"
-        time.sleep(0.5)
+        return seen if seen.count(text) >= count else None
+
+    try:
+        return wait_until(logs, f"{text!r} {count} times in the trainers' logs",
+                          timeout=6 * TIMEOUT, interval=0.5)
+    except WaitTimeout as e:
+        raise AssertionError(f"{e}; the logs:\n{seen[-3000:]}") from None
 
 
 def dglctl(*args: str, blocked: bool = False) -> subprocess.Popen:

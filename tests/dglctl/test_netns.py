@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from partitioner.generate import generate_graph
 from testing.netns import make_netns, netns_unavailable, ssh_hosts, unreachable_from_here
 from testing.procs import environ_of, leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
@@ -105,17 +105,17 @@ def test_each_hosts_processes_live_in_its_namespace(machines, parts, home, tmp_p
     inodes = {os.stat(f"/run/netns/{ns}").st_ino: alias for alias, _, ns in hosts}
     try:
         # Servers, samplers and trainers: 2 + 1 + 1 per host, each with its wrapper.
-        deadline = time.monotonic() + 10 * TIMEOUT
         seen: dict[str, int] = {}
-        while time.monotonic() < deadline:
-            seen = {}
+
+        def sleeping() -> bool:
+            seen.clear()
             for pid in leftovers(job)[0]:
                 where = inodes.get(_namespace_of(pid), "elsewhere")
                 seen[where] = seen.get(where, 0) + 1
             logs = list(tmp_path.glob("ws-*/jobs/*/trainer-*.log"))
-            if len(logs) == 2 and all(b"sleeping" in p.read_bytes() for p in logs):
-                break
-            time.sleep(0.1)
+            return len(logs) == 2 and all(b"sleeping" in p.read_bytes() for p in logs)
+
+        wait_until(sleeping, "2 trainers sleeping", timeout=10 * TIMEOUT, interval=0.1)
         assert set(seen) == {"node0", "node1"}, seen
         assert seen["node0"] == seen["node1"] >= 4, seen
         # DDP's gloo is told each host's bridge interface, not the hostname's 127.0.x.x.

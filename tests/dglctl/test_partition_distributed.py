@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from partitioner.generate import generate_graph
 from partitioner.readers import write_chunked, write_npz
 from testing.cli import run_cli
 from testing.timeouts import TIMEOUT
+from testing.wait import WaitTimeout, wait_until
 
 REPO = Path(__file__).parents[2]
 
@@ -88,9 +88,9 @@ def _kill_run(out: Path) -> list[int]:
 
 def _no_process_left(out: Path) -> None:
     """No process of a run into ``out`` runs within the timeout (what is left is killed)."""
-    deadline = time.monotonic() + TIMEOUT
-    while _processes(str(out), ranks_only=False) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    with contextlib.suppress(WaitTimeout):  # what is left is killed and named below
+        wait_until(lambda: not _processes(str(out), ranks_only=False),
+                   "no process of the run", interval=0.1)
     left = _kill_run(out)
     assert not left, left
 
@@ -368,10 +368,8 @@ def test_a_stop_after_the_ranks_wrote_the_partition_says_it_is_complete(big, tmp
                       if Path(f"/proc/{pid}/exe").resolve().name.startswith(("mpiexec",
                                                                             "orterun"))]
         os.kill(mpiexec, signal.SIGSTOP)
-        deadline = time.monotonic() + 12 * TIMEOUT
-        while not (out / "big.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert (out / "big.json").exists(), seen
+        wait_until(lambda: (out / "big.json").exists(), f"the partition in place ({seen})",
+                   timeout=12 * TIMEOUT, interval=0.1)
         job = re.search(r"job (\d{4}-[0-9a-f]{6}) \(", seen).group(1)
         assert _dglctl("stop", job).returncode == 0
         out_text, err = proc.communicate(timeout=6 * TIMEOUT)

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from partitioner.generate import generate_graph
 from partitioner.readers import write_npz
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -66,14 +66,17 @@ def _wait_for_temp_folder(proc: subprocess.Popen, out: Path) -> Path | None:
     """The run's ``.OUT.tmp-PID`` folder once it exists, or None if the run succeeded before
     the test saw it."""
     tmp = out.parent / f".{out.name}.tmp-{proc.pid}"
-    deadline = time.monotonic() + 3 * TIMEOUT
-    while not tmp.exists():
+
+    def seen() -> str | None:
+        if tmp.exists():
+            return "folder"
         if proc.poll() is not None:
             assert proc.returncode == 0, f"partition failed:\n{_stderr(proc)}"
-            return None
-        assert time.monotonic() < deadline, f"no {tmp} after {3 * TIMEOUT}s"
-        time.sleep(0.005)
-    return tmp
+            return "ended"
+        return None
+
+    return tmp if wait_until(seen, f"{tmp} made", timeout=3 * TIMEOUT,
+                             interval=0.005) == "folder" else None
 
 
 def _frozen_mid_run(start_partition, npz: Path, out: Path,

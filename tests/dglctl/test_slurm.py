@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from testing.ports import free_port_range
 from testing.procs import leftovers
 from testing.slurm import NODES, start_slurm
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("slurm")]
 REPO = Path(__file__).resolve().parents[2]
@@ -153,18 +153,23 @@ def _sleeping_job(slurm, graph_parts, tmp_path, home, tasks_per_node: int = 1):
          "dglctl", "launch", "--cluster",
          str(_cluster(tmp_path)), "--part-config", str(graph_parts), TRAINER, "sleep"],
         env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 12 * TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.5)
+    def sleeping():
+        assert proc.poll() is None, "the launch ended"
         jobs = list_jobs()
         trainers = [p for p in jobs[-1].procs if p.role == "trainer"] if jobs else []
         if len(trainers) == 2 * tasks_per_node and all(
                 Path(p.log).exists() and b"sleeping" in Path(p.log).read_bytes()
                 for p in trainers):
-            return proc, jobs[-1]
-    proc.kill()
-    out, err = proc.communicate()
-    raise AssertionError(f"the trainers did not start: {err[-2000:]}")
+            return jobs[-1]
+        return None
+
+    try:
+        return proc, wait_until(sleeping, f"{2 * tasks_per_node} trainers sleeping",
+                                timeout=12 * TIMEOUT, interval=0.5)
+    except AssertionError:  # a WaitTimeout too
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the trainers did not start: {err[-2000:]}") from None
 
 
 @pytest.fixture
@@ -211,11 +216,9 @@ def test_scancel_mid_job_leaves_nothing(slurm, graph_parts, tmp_path, home):
             proc.kill()
             proc.communicate()
     assert proc.returncode != 0, err[-2000:]
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while leftovers(ready.job_id) != ([], []) and time.monotonic() < deadline:
-        time.sleep(0.5)
     # Processes (ended by Slurm) and shared memory (removed by the agent sessions on TERM).
-    assert leftovers(ready.job_id) == ([], [])
+    wait_until(lambda: leftovers(ready.job_id) == ([], []), "nothing of the job left",
+               timeout=6 * TIMEOUT, interval=0.5)
     assert slurm.settled() == ([], [])
     job = list_jobs()[-1]
     cause = f"Slurm job {alloc} was cancelled (scancel)"
@@ -324,8 +327,6 @@ def test_a_sigkilled_launcher_leaves_nothing_in_the_allocation(slurm, graph_part
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    deadline = time.monotonic() + 6 * TIMEOUT
-    while leftovers(job.job_id) != ([], []) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert leftovers(job.job_id) == ([], [])
+    wait_until(lambda: leftovers(job.job_id) == ([], []), "nothing of the job left",
+               timeout=6 * TIMEOUT, interval=0.5)
     assert slurm.settled() == ([], [])

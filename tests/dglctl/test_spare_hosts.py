@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from testing.cli import run_cli as run
 from testing.netns import make_netns, netns_unavailable, power_off, ssh_hosts
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -87,14 +87,14 @@ def _launch_and_lose_node1(net, cluster: Path, parts, tmp_path: Path
          "--part-config", str(parts[2]), "--", "sleep-once"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 12 * TIMEOUT
-        while True:
+        def sleeping() -> bool:
             logs = list(tmp_path.glob("ws-node[01]/jobs/*/trainer-*.log"))
             if len(logs) == 2 and all(b"sleeping" in p.read_bytes() for p in logs):
-                break
+                return True
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the trainers did not start sleeping"
-            time.sleep(0.2)
+            return False
+
+        wait_until(sleeping, "2 trainers sleeping", timeout=12 * TIMEOUT, interval=0.2)
         power_off(net, 1)
         out, err = proc.communicate(timeout=30 * TIMEOUT)
     finally:

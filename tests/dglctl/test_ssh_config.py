@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import paramiko
 import pytest
@@ -22,6 +21,7 @@ from dglctl.jobs.manifest import list_jobs
 from testing.procs import leftovers
 from testing.sshd import ADDRESSES, reach, refused, start_sshd
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
@@ -107,9 +107,7 @@ def test_a_key_only_in_the_ssh_agent(two_sshd, tmp_path, monkeypatch):
     sock = tmp_path / "agent.sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(sock.exists, "ssh-agent's socket")
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         key = tmp_path / "agent_key"
         key.write_bytes(a.client_key.read_bytes())

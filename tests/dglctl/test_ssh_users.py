@@ -17,7 +17,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from dglctl.jobs.manifest import list_jobs
 from testing.procs import environ_of, leftovers
 from testing.sshd import ADDRESSES, reach, start_sshd
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 from tests.dglctl import SCRIPTS
 
 pytestmark = pytest.mark.ssh
@@ -140,10 +140,9 @@ def test_stop_ends_every_users_processes(users, parts, home, tmp_path, capsys):
     assert code == 0, out.err
     job = json.loads(out.out)["job"]
     try:
-        deadline = time.monotonic() + 10 * TIMEOUT
-        while _runs_as(job) != {*USERS, "root"} and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _runs_as(job) == {*USERS, "root"}
+        wait_until(lambda: _runs_as(job) == {*USERS, "root"},
+                   f"the job's processes running as {sorted({*USERS, 'root'})}",
+                   timeout=10 * TIMEOUT, interval=0.1)
     finally:
         stopped = main(["stop", job])
     err = capsys.readouterr().err

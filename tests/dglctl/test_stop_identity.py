@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from dglctl.hosts.transports import make_transport
 from dglctl.jobs.manifest import HostRecord, JobManifest, JobState, ProcRecord, new_job_id
 from testing.cli import run_cli as run
 from testing.timeouts import TIMEOUT
+from testing.wait import wait_until
 
 pytestmark = pytest.mark.multiprocess
 SLEEP = f"import time; time.sleep({30 * TIMEOUT})"
@@ -66,10 +66,9 @@ class AgentJob:
 
     def wait(self, rec: ProcRecord, running: bool) -> None:
         """Until ``rec`` runs (``running``) or no longer runs."""
-        deadline = time.monotonic() + TIMEOUT
-        while (self.state(rec) is ProcStatus.RUNNING) != running:
-            assert time.monotonic() < deadline, f"{rec.name}: still {self.state(rec)}"
-            time.sleep(TIMEOUT / 100)
+        wait_until(lambda: (self.state(rec) is ProcStatus.RUNNING) == running,
+                   f"{rec.name} {'running' if running else 'no longer running'}",
+                   interval=TIMEOUT / 100)
 
     def recycle(self, rec: ProcRecord, pid: int) -> None:
         """Point every record of ``rec``'s group at ``pid``, as if the id had been reused: the

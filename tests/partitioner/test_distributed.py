@@ -7,6 +7,7 @@ balanced; a rank that dies or fails ends every rank and leaves no output."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from partitioner.graph import Graph, etype_key
 from partitioner.loader import load_orig_ids
 from partitioner.readers import write_chunked, write_npz
 from testing.timeouts import TIMEOUT
+from testing.wait import WaitTimeout, wait_until
 from tests.partitioner.mpi_ranks import json_line, run_ranks
 
 pytestmark = pytest.mark.multiprocess
@@ -194,8 +196,7 @@ def test_in_degree_is_counted_in_the_symmetrising_exchange(hetero, ranks):
 
 def _no_rank_left(marker: str) -> None:
     """No process whose command line holds ``marker`` is still running."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
+    def running() -> list[tuple[str, str]]:
         left = []
         for d in Path("/proc").iterdir():
             if d.name.isdigit():
@@ -205,9 +206,11 @@ def _no_rank_left(marker: str) -> None:
                     continue
                 if marker in cmd and "pytest" not in cmd:
                     left.append((d.name, cmd))
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+        return left
+
+    with contextlib.suppress(WaitTimeout):  # what is left is killed and named below
+        wait_until(lambda: not running(), f"no rank of {marker} running", interval=0.1)
+    left = running()
     for pid, _ in left:
         os.kill(int(pid), signal.SIGKILL)
     assert not left, left
@@ -226,10 +229,7 @@ def _errors(stderr: str) -> list[dict]:
 
 
 def _gone(path: Path) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not path.exists(), f"{path} still there after {TIMEOUT}s"
+    wait_until(lambda: not path.exists(), f"{path} gone")
 
 
 @pytest.mark.parametrize("fault", ["kill", "raise"])
