@@ -12,6 +12,7 @@ import pytest
 
 from partitioner.graph import Graph
 from testing.graphs import community_graph, hetero_graph
+from testing.timeouts import TEST_LIMIT
 
 
 @pytest.fixture
@@ -32,14 +33,20 @@ _HOME = pytest.StashKey[str]()
 _WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout reads its setting
 def pytest_configure(config):
-    """A runner started in the background by a shell without job control (``cmd &`` in a
+    """The per-test limit is TEST_LIMIT, a multiple of DGLCTL_TEST_TIMEOUT like every wait
+    inside the tests, unless ``--timeout`` or PYTEST_TIMEOUT says otherwise.
+
+    A runner started in the background by a shell without job control (``cmd &`` in a
     script) has SIGINT ignored, and so would every process the tests start: a Python started
     that way installs no KeyboardInterrupt handler, and the tests of Ctrl-C would press it on
     deaf processes. The tests' processes get it as a terminal's foreground job does.
 
     Each xdist worker (and a run without xdist) gets its own DGLCTL_HOME, so that no test
     reads or writes the user's ``~/.dglctl`` or another worker's jobs."""
+    if config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
+        config.option.timeout = TEST_LIMIT
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

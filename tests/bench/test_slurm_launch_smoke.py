@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from testing.timeouts import TIMEOUT
+from testing.timeouts import RUN_TIMEOUT
 from tests.bench.smoke import run_smoke
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.bench, pytest.mark.xdist_group("slurm")]
 
 
 def test_smoke_launches_through_srun_and_through_ssh():
-    r, log = run_smoke("bench.slurm_launch", 40 * TIMEOUT)
+    r, log = run_smoke("bench.slurm_launch", RUN_TIMEOUT)
     for kind in ("ssh", "slurm"):
         assert r[kind]["first_step_s"] > 0 and len(r[kind]["runs"]) == 1, log
         assert {"preflight", "copy", "servers", "trainers"} <= set(r[kind]["steps"]), log

@@ -24,7 +24,7 @@ from partitioner.generate import generate_graph
 from testing.ports import free_port_range
 from testing.procs import leftovers
 from testing.slurm import NODES, start_slurm
-from testing.timeouts import TIMEOUT
+from testing.timeouts import RUN_TIMEOUT, TIMEOUT
 from testing.wait import wait_until
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("slurm")]
@@ -79,7 +79,7 @@ def test_the_example_trains_across_two_slurm_nodes_as_on_the_local_cluster(
     r = slurm.run("salloc", "-N2", sys.executable, "-m", "dglctl", "launch", "--cluster",
                   str(cluster), "--part-config", str(graph_parts),
                   str(REPO / "examples" / "train_dist.py"), *EXAMPLE,
-                  timeout=60 * TIMEOUT, env=env, cwd=str(tmp_path))
+                  timeout=RUN_TIMEOUT, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     slurm_acc = _accuracy(r.stdout)
     # The same run on the local cluster (same graph, script, seed), for the accuracy it gets.
@@ -99,7 +99,7 @@ def test_a_crashing_trainer_fails_the_job_with_its_cause_and_leaves_no_step(
     env = {"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     r = slurm.run("salloc", "-N2", sys.executable, "-m", "dglctl", "launch", "--cluster",
                   str(_cluster(tmp_path)), "--part-config", str(graph_parts), TRAINER,
-                  "crash", timeout=60 * TIMEOUT, env=env, cwd=str(tmp_path))
+                  "crash", timeout=RUN_TIMEOUT, env=env, cwd=str(tmp_path))
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "deliberate crash in the training script" in r.stderr, r.stderr[-3000:]
     assert "[n1 trainer 0]" in r.stderr, r.stderr[-3000:]  # the root cause, by node
@@ -117,7 +117,7 @@ def test_the_script_slurm_script_writes_runs_under_sbatch(slurm, graph_parts, tm
                  str(graph_parts), str(REPO / "examples" / "train_dist.py"), *EXAMPLE])
     assert code == 0, capsys.readouterr().err
     # --wait: sbatch exits when the job ends, with the job's exit code.
-    r = slurm.run("sbatch", "--wait", "--parsable", str(script), timeout=60 * TIMEOUT,
+    r = slurm.run("sbatch", "--wait", "--parsable", str(script), timeout=RUN_TIMEOUT,
                   env={"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
     job = r.stdout.strip().split(";")[0]
     out = tmp_path / f"job-{job}.out"
@@ -133,7 +133,7 @@ def test_a_failing_batch_job_exits_with_the_launchs_code(slurm, graph_parts, tmp
     assert main(["slurm-script", "-N", "2", "--output", "job-%j.out", "--out", str(script),
                  "--cluster", str(_cluster(tmp_path)), "--part-config", str(graph_parts),
                  TRAINER, "fail"]) == 0
-    r = slurm.run("sbatch", "--wait", "--parsable", str(script), timeout=60 * TIMEOUT,
+    r = slurm.run("sbatch", "--wait", "--parsable", str(script), timeout=RUN_TIMEOUT,
                   env={"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
     job = r.stdout.strip().split(";")[0]
     text = (tmp_path / f"job-{job}.out").read_text()
@@ -278,7 +278,7 @@ def test_a_job_past_its_time_limit_ends_with_that_cause(slurm, graph_parts, tmp_
     env = {"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     r = slurm.run("salloc", "-N2", "-t", "1", sys.executable, "-m", "dglctl", "launch",
                   "--cluster", str(_cluster(tmp_path)), "--part-config", str(graph_parts),
-                  TRAINER, "sleep", timeout=60 * TIMEOUT + 120, env=env, cwd=str(tmp_path))
+                  TRAINER, "sleep", timeout=12 * TIMEOUT + 120, env=env, cwd=str(tmp_path))
     assert r.returncode != 0
     job = list_jobs()[-1]
     assert "reached its time limit" in job.result["cause"], (job.result, r.stderr[-2000:])
