@@ -9,11 +9,10 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
-# pytest-xdist workers for `make test` (0: none, the tests run in this process). The suite
-# runs green on 3, but on 2 cores it is bound by the CPU its processes' start-up takes, so
-# workers gain little there: 1730 s on 3 workers against about 1900 s on none; on 2 workers
-# three Slurm tests failed once (not yet understood), so the default stays 0.
-TEST_WORKERS ?= 0
+# pytest-xdist workers for `make test` and `make test-loaded` (0: none, the tests run in this
+# process). Most of the suite waits on the processes it starts, so 2 workers on the 2-core
+# machine take about half the time of none (docs/install.md has the figures).
+TEST_WORKERS ?= 2
 
 .PHONY: setup sshd mpi slurm demo test test-fast test-loaded lint layers typecheck docs bench figures clean
 
@@ -65,7 +64,7 @@ test-fast: $(STAMP)
 # The same suite with two busy loops beside it (every wait in the tests derives from
 # DGLCTL_TEST_TIMEOUT, so it must pass on a loaded machine too).
 test-loaded: $(STAMP) sshd mpi slurm
-	bash tests/run_loaded.sh $(BIN)/python
+	bash tests/run_loaded.sh $(BIN)/python --durations=25 -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check dglctl partitioner runtime tests bench examples
