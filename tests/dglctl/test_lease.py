@@ -22,7 +22,7 @@ from dglctl.jobs.manifest import JobManifest, list_jobs
 from testing.clusters import ssh_cluster
 from testing.procs import leftovers
 from testing.timeouts import TIMEOUT
-from testing.wait import wait_until
+from testing.wait import WaitTimeout, wait_until
 from tests.dglctl import SCRIPTS
 
 TRAINER = str(SCRIPTS / "trainer.py")
@@ -99,8 +99,12 @@ def _gone_within(job: str, seconds: float) -> float:
     """Seconds until nothing of the job is left on this machine (processes, shared memory),
     or an AssertionError naming what was left after ``seconds``."""
     t0 = time.monotonic()
-    wait_until(lambda: leftovers(job) == ([], []), f"nothing of job {job} left",
-               timeout=seconds, interval=0.1)
+    try:
+        wait_until(lambda: leftovers(job) == ([], []), f"nothing of job {job} left",
+                   timeout=seconds, interval=0.1)
+    except WaitTimeout:
+        raise AssertionError(f"job {job}: still there after {seconds:.0f}s: "
+                             f"{leftovers(job)}") from None
     return time.monotonic() - t0
 
 
