@@ -106,6 +106,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook, in the controller
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stops the run before any test when the groups did not reach the scheduler.
+
+    A worker tells the controller each test's group by appending ``@group`` to its node id
+    (every test has one here: its module's, or a named one). pytest 9.2 made node ids
+    structured and xdist 3.8's rename silently stopped taking effect
+    (https://github.com/pytest-dev/pytest-xdist/issues/1386): each group was then dealt
+    test by test to both workers, and two test Slurms with the same node names and job ids
+    killed each other's steps. pyproject.toml keeps pytest below 9.2 until xdist follows;
+    this names the cause if a newer pair breaks it again."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [nodeid for nodeid in ids if "@" not in nodeid]
+    if lost:
+        pytest.exit(f"pytest-xdist's --dist loadgroup does not group tests with pytest "
+                    f"{pytest.__version__}: {len(lost)} of {len(ids)} tests reached the "
+                    f"scheduler without their group (e.g. {lost[0]}). Install the versions "
+                    "pyproject.toml names (make setup), or run with -n 0.", returncode=4)
+
+
 def pytest_runtest_setup(item):
     if hasattr(item.config, "workerinput") and id(item) in item.config.stash.get(
             _UNMARKED_IDS, set()):
