@@ -126,8 +126,10 @@ def start_slurm(root: Path) -> TestSlurm:
     host = socket.gethostname()
     lines = [
         # Job ids of their own: two test clusters at once (two test runs) never share a
-        # job's cgroup (slurm/uid_0/job_N under the freezer).
-        "ClusterName=dglctltest", f"FirstJobId={random.randrange(1000, 10**6, 1000)}",
+        # job's cgroup (slurm/uid_0/job_N under the freezer). From the system's entropy, as
+        # a test that seeds ``random`` would make two runners draw the same id.
+        "ClusterName=dglctltest",
+        f"FirstJobId={random.SystemRandom().randrange(1000, 10**6, 1000)}",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={ctld_port}", f"SlurmdPort={slurmd_port}",
         "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
