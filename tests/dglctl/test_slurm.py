@@ -144,12 +144,13 @@ def test_a_failing_batch_job_exits_with_the_launchs_code(slurm, graph_parts, tmp
     assert "JobState=FAILED" in shown and "ExitCode=1:0" in shown, shown
 
 
-def _sleeping_job(slurm, graph_parts, tmp_path, home, tasks_per_node: int = 1):
-    """``salloc -N2 --ntasks-per-node T dglctl launch ... trainer.py sleep`` started: its
-    process and the job's manifest once every trainer sleeps."""
+def _sleeping_job(slurm, graph_parts, tmp_path, home, tasks_per_node: int = 1,
+                  salloc: tuple[str, ...] = ()):
+    """``salloc -N2 --ntasks-per-node T SALLOC dglctl launch ... trainer.py sleep`` started:
+    its process and the job's manifest once every trainer sleeps."""
     env = {**slurm.env, "DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        ["salloc", "-N2", f"--ntasks-per-node={tasks_per_node}", sys.executable, "-m",
+        ["salloc", "-N2", f"--ntasks-per-node={tasks_per_node}", *salloc, sys.executable, "-m",
          "dglctl", "launch", "--cluster",
          str(_cluster(tmp_path)), "--part-config", str(graph_parts), TRAINER, "sleep"],
         env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -273,16 +274,25 @@ def test_files_go_through_a_step_where_the_workspace_is_not_shared(in_slurm, tmp
 
 
 def test_a_job_past_its_time_limit_ends_with_that_cause(slurm, graph_parts, tmp_path, home):
-    """salloc -t 1: Slurm ends the job a minute in (its time-limit check runs every 30 s or
-    so); the launch says why, and nothing is left."""
-    env = {"DGLCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
-    r = slurm.run("salloc", "-N2", "-t", "1", sys.executable, "-m", "dglctl", "launch",
-                  "--cluster", str(_cluster(tmp_path)), "--part-config", str(graph_parts),
-                  TRAINER, "sleep", timeout=12 * TIMEOUT + 120, env=env, cwd=str(tmp_path))
-    assert r.returncode != 0
+    """Slurm ends an allocation past its time limit (its check runs every 30 s or so); the
+    launch says why, and nothing is left. The allocation asks for 5 minutes and, once the
+    trainers run, an administrator's ``scontrol update EndTime=now`` brings its end
+    forward: Slurm's own time-limit kill then comes at its next check, not minutes later
+    (``-t 1``, the shortest limit, took a minute and a check)."""
+    proc, job = _sleeping_job(slurm, graph_parts, tmp_path, home, salloc=("-t", "5"))
+    try:
+        (allocation,) = slurm.jobs()
+        moved = slurm.run("scontrol", "update", f"JobId={allocation}", "EndTime=now")
+        assert moved.returncode == 0, moved.stderr
+        out, err = proc.communicate(timeout=12 * TIMEOUT + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0, err[-2000:]
     job = list_jobs()[-1]
-    assert "reached its time limit" in job.result["cause"], (job.result, r.stderr[-2000:])
-    assert "reached its time limit" in r.stderr
+    assert "reached its time limit" in job.result["cause"], (job.result, err[-2000:])
+    assert "reached its time limit" in err
     assert leftovers(job.job_id) == ([], [])
     assert slurm.settled() == ([], [])
 
