@@ -10,10 +10,9 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # e.g. make figures FIGURES_ARGS=--quick
 FIGURES_ARGS ?=
 # pytest-xdist workers for `make test` and `make test-loaded` (0: none, the tests run in this
-# process). 2 workers took 1124 s against 1297 s on none, but in the next run the Slurm tests
-# ran on both workers, each with a test Slurm of its own, and four of them failed (steps
-# killed): the default stays 0 until the group is kept on one worker (docs/install.md).
-TEST_WORKERS ?= 0
+# process). On the 2-core machine, the same evening: 1645 s on 2 workers, 2154 s on none
+# (docs/install.md).
+TEST_WORKERS ?= 2
 
 .PHONY: setup sshd mpi slurm demo test test-fast test-loaded lint layers typecheck docs bench figures clean
 
