@@ -137,6 +137,11 @@ def start_slurm(root: Path) -> TestSlurm:
         f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd-%n.pid",
         f"SlurmctldLogFile={root}/log/slurmctld.log", f"SlurmdLogFile={root}/log/slurmd-%n.log",
         f"ProctrackType={proctrack}", "TaskPlugin=task/none", "KillWait=5",
+        # sbatch --wait polls the job after 2 s, then 8 s later, then every 32 s while the
+        # interval is below MinJobAge/2 (300 s by default): a job of 12 s was seen ending
+        # at 42 s. At 16 it polls every 8 s; a finished job's record stays at least 16 s,
+        # enough for the scontrol show job right after sbatch returns.
+        "MinJobAge=16",
         "MpiDefault=none", "SwitchType=switch/none", "ReturnToService=2",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
         "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
