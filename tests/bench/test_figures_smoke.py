@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 # The whole run, a dozen jobs of servers and trainers started one after the other, may take
-# RUN_TIMEOUT (87 s on the 2-core machine beside another test worker).
+# RUN_TIMEOUT (98 s in one process on the 2-core machine, 127 s beside another test worker).
 
 # Numbers each measured figure must carry (a few per figure; the report reads more).
 NUMBERS = {
